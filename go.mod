@@ -1,0 +1,3 @@
+module github.com/impulse-agent/impulse-agent
+
+go 1.26.8
