@@ -1,0 +1,259 @@
+// Package gateway is impulse-agent's dataplane: HTTP/3 listeners, the
+// request handler, the route table and the upstreams with their backends.
+// It knows nothing of Consul or HCL; the agent converts those into Config
+// and membership updates.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-metrics"
+
+	"github.com/impulse-agent/impulse-agent/gateway/route"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// Config is the whole dataplane configuration. Apply accepts a new one at
+// any time; the zero values of optional fields are documented per field.
+type Config struct {
+	Listeners []ListenerConfig
+	Upstreams []UpstreamConfig
+	// Logger is the gateway's logger (nil: discard). QUICLogger receives
+	// quic-go's own log records (nil: none).
+	Logger     hclog.Logger
+	QUICLogger *slog.Logger
+	// Metrics receives request and connection metrics (nil: discard).
+	Metrics *metrics.Metrics
+}
+
+// ListenerConfig is one HTTP/3 listener.
+type ListenerConfig struct {
+	Name string
+	// Address is a UDP host:port; port 0 picks a free port (see Addrs).
+	Address string
+	// TLS is the server configuration (TLS 1.3 is enforced by QUIC). On
+	// Apply, a listener whose name and address are unchanged keeps its
+	// socket and connections and switches to the new TLS for new handshakes.
+	TLS *tls.Config
+}
+
+// UpstreamConfig is one upstream: its routes, policy, transport settings and
+// static backends. Discovered backends arrive through SetDiscovered.
+type UpstreamConfig struct {
+	upstream.Config
+	Routes []RouteConfig
+	Static []upstream.Spec
+}
+
+// RouteConfig is one route of an upstream (see route.Definition for the
+// matching rules).
+type RouteConfig struct {
+	Host       string
+	PathPrefix string
+	Methods    []string
+}
+
+// table is one immutable generation of routing state.
+type table struct {
+	generation uint64
+	routes     *route.Table[*upstream.Upstream]
+	upstreams  map[string]*upstream.Upstream
+	configs    map[string]UpstreamConfig
+}
+
+// Gateway is the running dataplane. Create it with New, start listeners with
+// Start, feed it with Apply and SetDiscovered, stop it with Shutdown.
+type Gateway struct {
+	log     hclog.Logger
+	qlog    *slog.Logger
+	metrics *gatewayMetrics
+	table   atomic.Pointer[table]
+
+	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
+	listeners map[string]*listener
+	shutdown  bool
+}
+
+// New validates cfg and builds the routing state without binding anything.
+// Errors: an unknown policy, a bad backend scheme, a route naming an unknown
+// upstream or duplicating another route.
+func New(cfg Config) (*Gateway, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}}
+	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
+	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func mustEmptyTable() *route.Table[*upstream.Upstream] {
+	t, err := route.Build[*upstream.Upstream](nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Generation is the number of successful Applys, starting at 1 after New.
+func (g *Gateway) Generation() uint64 { return g.table.Load().generation }
+
+// Apply switches to cfg: upstreams whose transport settings are unchanged
+// keep their backends and connections; changed ones are rebuilt (keeping
+// what discovery reported) and the old ones drain; the route table is
+// swapped atomically; listeners are started, stopped or re-keyed. On error
+// nothing changes.
+func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutdown {
+		return errClosed
+	}
+	if err := g.applyUpstreamsLocked(cfg.Upstreams); err != nil {
+		return err
+	}
+	return g.applyListenersLocked(ctx, cfg.Listeners)
+}
+
+func (g *Gateway) applyUpstreams(ups []UpstreamConfig) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.applyUpstreamsLocked(ups)
+}
+
+func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
+	old := g.table.Load()
+	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}}
+	var defs []route.Definition
+	var created []*upstream.Upstream
+	fail := func(err error) error {
+		for _, u := range created {
+			u.Close()
+		}
+		return err
+	}
+	for _, uc := range ups {
+		if _, dup := next.upstreams[uc.Name]; dup {
+			return fail(fmt.Errorf("gateway: duplicate upstream %q", uc.Name))
+		}
+		u, reused := old.upstreams[uc.Name], false
+		if u != nil && sameTransport(u.Config(), uc.Config) {
+			reused = true
+		} else {
+			nu, err := upstream.New(uc.Config)
+			if err != nil {
+				return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+			}
+			created = append(created, nu)
+			if u != nil {
+				if err := nu.Adopt(u); err != nil {
+					return fail(err)
+				}
+			}
+			u = nu
+		}
+		if !reused || !sameSpecs(old.configs[uc.Name].Static, uc.Static) {
+			if err := u.SetStatic(uc.Static); err != nil {
+				return fail(err)
+			}
+		}
+		next.upstreams[uc.Name] = u
+		next.configs[uc.Name] = uc
+		for i, rc := range uc.Routes {
+			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Index: i})
+		}
+	}
+	rt, err := route.Build(defs, next.upstreams)
+	if err != nil {
+		return fail(fmt.Errorf("gateway: %w", err))
+	}
+	next.routes = rt
+	g.table.Store(next)
+	for name, u := range old.upstreams {
+		if next.upstreams[name] != u {
+			u.Close()
+		}
+	}
+	return nil
+}
+
+func sameTransport(a, b upstream.Config) bool {
+	return a.TLS == b.TLS && a.LoadBalancing == b.LoadBalancing && a.ConnectTimeout == b.ConnectTimeout &&
+		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
+}
+
+func sameSpecs(a, b []upstream.Spec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SetDiscovered replaces the discovered backends of an upstream with a full
+// snapshot. Errors: an unknown upstream (it may have been removed by a
+// reload; callers may ignore that) or an unusable spec (the previous set
+// stays).
+func (g *Gateway) SetDiscovered(name string, specs []upstream.Spec) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := g.table.Load().upstreams[name]
+	if u == nil {
+		return fmt.Errorf("gateway: unknown upstream %q", name)
+	}
+	return u.SetDiscovered(specs)
+}
+
+// Shutdown stops every listener gracefully: no new connections, GOAWAY to
+// clients, in-flight requests finish until ctx is done, then connections
+// close. Backends drain afterwards. Returns ctx.Err() when the drain budget
+// ran out.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.shutdown = true
+	ls := g.listeners
+	g.listeners = map[string]*listener{}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(ls))
+	var emu sync.Mutex
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.shutdown(ctx); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, u := range g.table.Load().upstreams {
+		u.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Handler returns the request handler without a listener label, for tests
+// and embedding.
+func (g *Gateway) Handler() http.Handler { return g.handlerFor("") }
+
+func (g *Gateway) handlerFor(listener string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(listener, w, r) })
+}

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+)
+
+// harness is a running gateway on a loopback UDP port with an HTTP/3 client
+// that trusts its certificate.
+type harness struct {
+	t      *testing.T
+	gw     *Gateway
+	base   string
+	client *http.Client
+	tr     *http3.Transport
+}
+
+func newHarness(t *testing.T, ups ...UpstreamConfig) *harness {
+	t.Helper()
+	cert, err := selfsigned.New("localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(Config{Upstreams: ups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := ListenerConfig{Name: "test", Address: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}}}
+	if err := gw.Start(context.Background(), []ListenerConfig{lc}); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"}}
+	h := &harness{t: t, gw: gw, base: "https://" + gw.Addrs()["test"].String(), client: &http.Client{Transport: tr}, tr: tr}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+		_ = tr.Close()
+	})
+	return h
+}
+
+func (h *harness) get(path string) *http.Response {
+	h.t.Helper()
+	resp, err := h.client.Get(h.base + path)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+// staticUpstream is an upstream with one route and static backends taken
+// from test servers.
+func staticUpstream(name, prefix string, servers ...*httptest.Server) UpstreamConfig {
+	uc := UpstreamConfig{Config: upstream.Config{Name: name, ResponseHeaderTimeout: 5 * time.Second}, Routes: []RouteConfig{{PathPrefix: prefix}}}
+	for i, s := range servers {
+		uc.Static = append(uc.Static, specFor(strconv.Itoa(i), s))
+		if s.TLS != nil {
+			uc.TLS = &tls.Config{RootCAs: poolOf(s)}
+		}
+	}
+	return uc
+}
+
+func specFor(id string, s *httptest.Server) upstream.Spec {
+	host, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	scheme := "http"
+	if s.TLS != nil {
+		scheme = "https"
+	}
+	return upstream.Spec{ID: id, Scheme: scheme, Host: host, Port: p, Weight: 1}
+}
+
+func poolOf(s *httptest.Server) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(s.Certificate())
+	return p
+}
+
+// newH2Backend is an HTTP/2-over-TLS backend.
+func newH2Backend(t *testing.T, h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newH1Backend(t *testing.T, h http.Handler) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

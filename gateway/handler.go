@@ -1,0 +1,119 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// serve routes r, picks a backend and proxies the exchange. It is the
+// handler of every listener; listener names the listener for metrics.
+//
+// Answers it produces itself (interface.md): 404 no route, 503 no eligible
+// backend (never a fall-through to another route), 502 connect/reset before
+// a response, 504 response-header timeout, and a stream reset
+// (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
+// fails after the response started.
+func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := recorder{g: g, listener: listener, r: r, start: start}
+	tbl := g.table.Load()
+	if r.Method == http.MethodConnect {
+		// Extended CONNECT (RFC 9220) is not supported; plain CONNECT has no route.
+		rec.finish(w, nil, nil, http.StatusNotImplemented, transport.ReasonNotImplemented)
+		return
+	}
+	rt := tbl.routes.Match(r.Host, r.URL.Path, r.Method)
+	if rt == nil {
+		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)
+		return
+	}
+	up := rt.Target
+	b, set := up.Pick(r)
+	if b == nil {
+		reason := transport.ReasonNoBackend
+		if set.Pending {
+			reason = transport.ReasonPending
+		}
+		rec.finish(w, up, nil, http.StatusServiceUnavailable, reason)
+		return
+	}
+
+	b.Acquire()
+	defer b.Release()
+	resp, _, ctx, cancel, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
+	defer cancel(nil)
+	if err != nil {
+		status, reason := transport.Classify(ctx, err)
+		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
+		rec.finish(w, up, b, status, reason)
+		return
+	}
+	defer resp.Body.Close()
+	backendErr, clientErr := copyResponse(w, resp)
+	switch {
+	case backendErr != nil && r.Context().Err() == nil:
+		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
+		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
+		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
+		panic(http.ErrAbortHandler)
+	case clientErr != nil || backendErr != nil:
+		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+	default:
+		rec.record(up, b, resp.StatusCode, "")
+	}
+}
+
+// recorder carries what every outcome of one request is recorded with.
+type recorder struct {
+	g        *Gateway
+	listener string
+	r        *http.Request
+	start    time.Time
+}
+
+// finish answers with a gateway-produced error and records it.
+func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, status int, reason string) {
+	if status != transport.StatusClientClosed {
+		h := w.Header()
+		h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+		h["X-Impulse-Error"] = []string{reason}
+		h["Cache-Control"] = []string{"no-store"}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	}
+	rec.record(up, b, status, reason)
+}
+
+// record emits the request metrics and the access-log line.
+func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status int, reason string) {
+	g, r := rec.g, rec.r
+	elapsed := time.Since(rec.start)
+	upName, backendID := "", ""
+	if up != nil {
+		upName = up.Name()
+	}
+	if b != nil {
+		backendID = b.ID
+	}
+	g.metrics.request(rec.listener, upName, status, reason, elapsed)
+	if g.log.IsDebug() {
+		g.log.Debug("request", "method", r.Method, "host", r.Host, "path", r.URL.Path,
+			"status", status, "reason", reason, "upstream", upName, "backend", backendID,
+			"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
+	}
+}
+
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return strconv.Itoa(code)
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// errClosed is returned by Apply after Shutdown.
+var errClosed = errors.New("gateway: closed")

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// listener is one HTTP/3 listener: a UDP socket owned by the gateway and the
+// http3.Server that serves it.
+type listener struct {
+	name   string
+	addr   string // as configured
+	conn   net.PacketConn
+	server *http3.Server
+	tls    atomic.Pointer[tls.Config]
+	done   chan struct{} // closed when Serve returns
+}
+
+// startListener binds the UDP socket synchronously (so bind errors surface
+// here) and serves it in the background.
+func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
+	if lc.TLS == nil {
+		return nil, fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
+	}
+	conn, err := net.ListenPacket("udp", lc.Address)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+	}
+	l := &listener{name: lc.Name, addr: lc.Address, conn: conn, done: make(chan struct{})}
+	l.tls.Store(lc.TLS)
+	// Certificates can change on reload without rebinding: each handshake
+	// reads the current configuration.
+	base := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return http3.ConfigureTLSConfig(l.tls.Load()), nil
+		},
+	}
+	l.server = &http3.Server{
+		Handler:   g.handlerFor(lc.Name),
+		TLSConfig: base,
+		QUICConfig: &quic.Config{
+			MaxIdleTimeout:        30 * time.Second,
+			KeepAlivePeriod:       0,
+			MaxIncomingStreams:    256,
+			MaxIncomingUniStreams: 16,
+		},
+		Logger: g.qlog,
+		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			g.metrics.connOpened(lc.Name)
+			context.AfterFunc(c.Context(), func() { g.metrics.connClosed(lc.Name) })
+			return ctx
+		},
+	}
+	go func() {
+		defer close(l.done)
+		if err := l.server.Serve(conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("listener stopped", "listener", lc.Name, "error", err)
+		}
+	}()
+	g.log.Info("listener started", "listener", lc.Name, "protocol", "http3", "address", conn.LocalAddr().String())
+	return l, nil
+}
+
+// shutdown sends GOAWAY, waits for in-flight requests until ctx is done,
+// then closes the remaining connections and the socket.
+func (l *listener) shutdown(ctx context.Context) error {
+	err := l.server.Shutdown(ctx)
+	_ = l.server.Close()
+	cerr := l.conn.Close()
+	<-l.done
+	if err != nil {
+		return fmt.Errorf("gateway: listener %q: %w", l.name, err)
+	}
+	if cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		return fmt.Errorf("gateway: listener %q: %w", l.name, cerr)
+	}
+	return nil
+}
+
+// Start binds every listener of cfg that is not running yet. It is the first
+// Apply of listeners; later ones go through Apply.
+func (g *Gateway) Start(ctx context.Context, listeners []ListenerConfig) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutdown {
+		return errClosed
+	}
+	return g.applyListenersLocked(ctx, listeners)
+}
+
+// applyListenersLocked starts new listeners, re-keys unchanged ones and
+// stops removed or re-addressed ones (those drain in the background, bounded
+// by ctx). On a bind error the listeners started by this call are closed.
+func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig) error {
+	want := map[string]ListenerConfig{}
+	for _, lc := range lcs {
+		if _, dup := want[lc.Name]; dup {
+			return fmt.Errorf("gateway: duplicate listener %q", lc.Name)
+		}
+		want[lc.Name] = lc
+	}
+	var started []*listener
+	next := map[string]*listener{}
+	for _, lc := range lcs {
+		if l := g.listeners[lc.Name]; l != nil && l.addr == lc.Address {
+			l.tls.Store(lc.TLS)
+			next[lc.Name] = l
+			continue
+		}
+		l, err := g.startListener(lc)
+		if err != nil {
+			for _, s := range started {
+				s.server.Close()
+				s.conn.Close()
+			}
+			return err
+		}
+		started = append(started, l)
+		next[lc.Name] = l
+	}
+	for name, l := range g.listeners {
+		if next[name] != l {
+			go func() {
+				if err := l.shutdown(ctx); err != nil {
+					g.log.Warn("listener drain", "listener", name, "error", err)
+				}
+			}()
+		}
+	}
+	g.listeners = next
+	return nil
+}
+
+// Addrs returns the bound UDP address of every listener by name (useful with
+// port 0).
+func (g *Gateway) Addrs() map[string]net.Addr {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := make(map[string]net.Addr, len(g.listeners))
+	for name, l := range g.listeners {
+		m[name] = l.conn.LocalAddr()
+	}
+	return m
+}

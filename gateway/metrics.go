@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-metrics"
+	"github.com/hashicorp/go-metrics/prometheus"
+)
+
+// Metric names (go-metrics keys; Prometheus joins them with "_").
+var (
+	metricRequests        = []string{"impulse", "requests"}
+	metricRequestDuration = []string{"impulse", "request", "duration"}
+	metricQUICConns       = []string{"impulse", "quic", "connections"}
+)
+
+// Definitions describes the gateway's metrics for the Prometheus sink, with
+// help text. Durations are milliseconds.
+var (
+	CounterDefinitions = []prometheus.CounterDefinition{
+		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},
+	}
+	SummaryDefinitions = []prometheus.SummaryDefinition{
+		{Name: metricRequestDuration, Help: "Request duration in milliseconds, from request headers to the end of the response."},
+	}
+	GaugeDefinitions = []prometheus.GaugeDefinition{
+		{Name: metricQUICConns, Help: "Active QUIC connections per listener."},
+	}
+)
+
+type gatewayMetrics struct {
+	m     *metrics.Metrics
+	conns sync.Map // listener name → *atomic.Int64
+}
+
+func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
+	if m == nil {
+		m, _ = metrics.New(metrics.DefaultConfig("impulse"), &metrics.BlackholeSink{})
+	}
+	return &gatewayMetrics{m: m}
+}
+
+func (gm *gatewayMetrics) request(listener, upstream string, status int, reason string, d time.Duration) {
+	labels := []metrics.Label{
+		{Name: "listener", Value: listener},
+		{Name: "upstream", Value: upstream},
+		{Name: "code", Value: statusClass(status)},
+		{Name: "reason", Value: reason},
+	}
+	gm.m.IncrCounterWithLabels(metricRequests, 1, labels)
+	gm.m.MeasureSinceWithLabels(metricRequestDuration, time.Now().Add(-d), labels[:3])
+}
+
+func (gm *gatewayMetrics) connOpened(listener string) { gm.connDelta(listener, 1) }
+func (gm *gatewayMetrics) connClosed(listener string) { gm.connDelta(listener, -1) }
+
+func (gm *gatewayMetrics) connDelta(listener string, d int64) {
+	v, _ := gm.conns.LoadOrStore(listener, new(atomic.Int64))
+	n := v.(*atomic.Int64).Add(d)
+	gm.m.SetGaugeWithLabels(metricQUICConns, float32(n), []metrics.Label{{Name: "listener", Value: listener}})
+}

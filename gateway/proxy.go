@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// hopHeaders are connection-specific fields that a proxy must not forward
+// (RFC 9110 §7.6.1); HTTP/3 forbids them outright (RFC 9114 §4.2).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopHeaders deletes hop-by-hop fields, including those listed in
+// Connection, from h in place.
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// outgoing builds the backend request: same method, path, query and
+// authority; hop-by-hop fields removed; X-Forwarded-* set; body streamed.
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.Request {
+	out := r.Clone(ctx)
+	out.URL = &url.URL{
+		Scheme:   b.Scheme,
+		Host:     b.Addr(),
+		Path:     r.URL.Path,
+		RawPath:  r.URL.RawPath,
+		RawQuery: r.URL.RawQuery,
+	}
+	out.RequestURI = ""
+	out.Host = r.Host
+	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
+	out.Close = false
+	removeHopHeaders(out.Header)
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	// Request trailers the client declared are forwarded once its body ends.
+	if len(r.Trailer) > 0 || r.Header.Get("Trailer") != "" {
+		out.Trailer = http.Header{}
+		for _, v := range r.Header.Values("Trailer") {
+			for _, k := range strings.Split(v, ",") {
+				if k = textproto.TrimString(k); k != "" {
+					out.Trailer[http.CanonicalHeaderKey(k)] = nil
+				}
+			}
+		}
+		if out.Body != nil {
+			out.Body = &trailerBody{ReadCloser: r.Body, src: r, dst: out.Trailer}
+		}
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		out.Header["X-Forwarded-For"] = []string{ip}
+	}
+	out.Header["X-Forwarded-Proto"] = []string{"https"}
+	if r.Host != "" {
+		out.Header["X-Forwarded-Host"] = []string{r.Host}
+	}
+	return out
+}
+
+// trailerBody copies the client's request trailers into the outgoing
+// request once the body has been read to the end; HTTP/3 delivers them only
+// then.
+type trailerBody struct {
+	io.ReadCloser
+	src *http.Request
+	dst http.Header
+}
+
+func (t *trailerBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err == io.EOF {
+		for k := range t.dst {
+			t.dst[k] = t.src.Trailer[k]
+		}
+	}
+	return n, err
+}
+
+// roundTrip sends out with the response-header timeout applied. The
+// returned context carries the cause when the timeout fired; the caller must
+// call cancel once the response body is done.
+func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, *http.Request, context.Context, context.CancelCauseFunc, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	out := outgoing(ctx, r, b)
+	var timer *time.Timer
+	if headerTimeout > 0 {
+		timer = time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
+	}
+	resp, err := b.Transport.RoundTrip(out)
+	if timer != nil && !timer.Stop() && err == nil {
+		// The timer fired just as headers arrived; the body is already canceled.
+		resp.Body.Close()
+		resp, err = nil, transport.ErrResponseHeaderTimeout
+	}
+	return resp, out, ctx, cancel, err
+}
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyResponse writes the backend response to w, streaming the body and
+// flushing each chunk so slow or long-lived responses reach the client as
+// they arrive. It returns a backend read error or a client write error.
+func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clientErr error) {
+	h := w.Header()
+	removeHopHeaders(resp.Header)
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	if len(resp.Trailer) > 0 {
+		names := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			names = append(names, k)
+		}
+		h["Trailer"] = []string{strings.Join(names, ", ")}
+	}
+	w.WriteHeader(resp.StatusCode)
+	bufp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bufp)
+	buf := *bufp
+	flusher, _ := w.(http.Flusher)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr, nil
+		}
+	}
+	for k, v := range resp.Trailer {
+		h[http.TrailerPrefix+k] = v
+	}
+	return nil, nil
+}

@@ -1,0 +1,138 @@
+package route
+
+import "testing"
+
+func TestMatch(t *testing.T) {
+	defs := []Definition{
+		{Upstream: "root", PathPrefix: "/"},
+		{Upstream: "sales-ui", PathPrefix: "/sales"},
+		{Upstream: "sales-api", PathPrefix: "/sales/api"},
+		{Upstream: "web", Host: "web.example.com", PathPrefix: "/"},
+		{Upstream: "wild", Host: "*.example.com", PathPrefix: "/"},
+		{Upstream: "deep", Host: "*.b.example.com", PathPrefix: "/"},
+		{Upstream: "posts", PathPrefix: "/items", Methods: []string{"post"}},
+		{Upstream: "items", PathPrefix: "/items"},
+		{Upstream: "slash", PathPrefix: "/static/"},
+	}
+	targets := map[string]string{}
+	for _, d := range defs {
+		targets[d.Upstream] = d.Upstream
+	}
+	tbl, err := Build(defs, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ host, path, method, want string }{
+		{"any", "/", "GET", "root"},
+		{"any", "/sales", "GET", "sales-ui"},
+		{"any", "/sales/", "GET", "sales-ui"},
+		{"any", "/sales/api/orders", "GET", "sales-api"},
+		{"any", "/salesx", "GET", "root"},
+		{"any", "/sales/apix", "GET", "sales-ui"},
+		{"web.example.com", "/sales", "GET", "web"},
+		{"WEB.example.com:8443", "/", "GET", "web"},
+		{"web.example.com.", "/", "GET", "web"},
+		{"x.example.com", "/", "GET", "wild"},
+		{"a.b.example.com", "/", "GET", "deep"},
+		{"b.example.com", "/", "GET", "wild"},
+		{"example.com", "/", "GET", "root"},
+		{"any", "/items", "POST", "posts"},
+		{"any", "/items/1", "GET", "items"},
+		{"any", "/static/x.css", "GET", "slash"},
+		{"any", "/static", "GET", "root"},
+		{"[::1]:443", "/", "GET", "root"},
+	}
+	for _, c := range cases {
+		r := tbl.Match(c.host, c.path, c.method)
+		got := ""
+		if r != nil {
+			got = r.Target
+		}
+		if got != c.want {
+			t.Errorf("Match(%q, %q, %q) = %q, want %q", c.host, c.path, c.method, got, c.want)
+		}
+	}
+}
+
+func TestNoRoute(t *testing.T) {
+	tbl, err := Build([]Definition{{Upstream: "a", Host: "a.example.com", PathPrefix: "/api"}}, map[string]int{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{"a.example.com", "/"}, {"b.example.com", "/api"}, {"a.example.com", "/apiv2"}} {
+		if r := tbl.Match(c[0], c[1], "GET"); r != nil {
+			t.Errorf("Match(%q, %q) = %v, want nil", c[0], c[1], r.Upstream)
+		}
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		defs []Definition
+	}{
+		{"unknown upstream", []Definition{{Upstream: "nope", PathPrefix: "/"}}},
+		{"no slash", []Definition{{Upstream: "a", PathPrefix: "api"}}},
+		{"inner wildcard", []Definition{{Upstream: "a", Host: "a.*.com", PathPrefix: "/"}}},
+		{"duplicate", []Definition{{Upstream: "a", PathPrefix: "/"}, {Upstream: "b", PathPrefix: "/"}}},
+	}
+	for _, c := range cases {
+		if _, err := Build(c.defs, map[string]int{"a": 1, "b": 2}); err == nil {
+			t.Errorf("%s: Build succeeded, want error", c.name)
+		}
+	}
+}
+
+func TestOrderDeterministic(t *testing.T) {
+	defs := []Definition{
+		{Upstream: "b", PathPrefix: "/x", Methods: []string{"GET"}},
+		{Upstream: "a", PathPrefix: "/x", Methods: []string{"PUT"}},
+		{Upstream: "c", PathPrefix: "/"},
+		{Upstream: "d", Host: "h", PathPrefix: "/"},
+	}
+	tbl, err := Build(defs, map[string]int{"a": 1, "b": 2, "c": 3, "d": 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range tbl.Routes() {
+		got = append(got, r.Upstream)
+	}
+	want := []string{"d", "a", "b", "c"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("order = %v, want %v", got, want)
+		}
+	}
+}
+
+func BenchmarkMatch1000(b *testing.B) {
+	var defs []Definition
+	targets := map[string]int{}
+	for i := 0; i < 1000; i++ {
+		name := "u" + itoa(i)
+		targets[name] = i
+		defs = append(defs, Definition{Upstream: name, Host: name + ".example.com", PathPrefix: "/api/" + itoa(i%10)})
+	}
+	tbl, err := Build(defs, targets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if tbl.Match("u500.example.com", "/api/0/items", "GET") == nil {
+			b.Fatal("no match")
+		}
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"sort"
+
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// RouteInfo is one route as reported by the control API, in match order.
+type RouteInfo struct {
+	Upstream   string   `json:"upstream"`
+	Host       string   `json:"host"`
+	PathPrefix string   `json:"path_prefix"`
+	Methods    []string `json:"methods"`
+}
+
+// UpstreamInfo describes one upstream for the control API.
+type UpstreamInfo struct {
+	Name          string      `json:"name"`
+	LoadBalancing string      `json:"load_balancing"`
+	Routes        []RouteInfo `json:"routes"`
+	Backends      []string    `json:"backends"`
+	// Pending is true while a discovery-fed upstream has not synced.
+	Pending bool `json:"discovery_pending"`
+}
+
+// BackendInfo is the snapshot of one backend for the control API.
+type BackendInfo struct {
+	ID       string `json:"id"`
+	Upstream string `json:"upstream"`
+	Source   string `json:"source"` // static | discovery
+	Address  string `json:"address"`
+	// Protocol is "http/1.1" (cleartext) or "h2" (HTTP/2 over TLS).
+	Protocol string `json:"protocol"`
+	// Health is "unknown" until active checks exist; Membership is "active"
+	// for backends in the eligible set.
+	Health     string `json:"health"`
+	Membership string `json:"membership"`
+	InFlight   int64  `json:"in_flight"`
+	Requests   uint64 `json:"requests"`
+	Weight     int    `json:"weight"`
+}
+
+// Routes returns the route table in match order.
+func (g *Gateway) Routes() []RouteInfo {
+	t := g.table.Load()
+	out := make([]RouteInfo, 0, len(t.routes.Routes()))
+	for _, r := range t.routes.Routes() {
+		out = append(out, RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods)})
+	}
+	return out
+}
+
+// Upstreams returns every upstream sorted by name.
+func (g *Gateway) Upstreams() []UpstreamInfo {
+	t := g.table.Load()
+	out := make([]UpstreamInfo, 0, len(t.upstreams))
+	for name, u := range t.upstreams {
+		cfg := t.configs[name]
+		set := u.Current()
+		info := UpstreamInfo{Name: name, LoadBalancing: orDefault(cfg.LoadBalancing, "round_robin"), Pending: set.Pending, Backends: []string{}}
+		for _, rc := range cfg.Routes {
+			info.Routes = append(info.Routes, RouteInfo{Upstream: name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods)})
+		}
+		for _, b := range set.Backends {
+			info.Backends = append(info.Backends, b.ID)
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Backends returns the backends of every upstream, sorted by upstream and id.
+func (g *Gateway) Backends() []BackendInfo {
+	t := g.table.Load()
+	var out []BackendInfo
+	for name, u := range t.upstreams {
+		for _, b := range u.Current().Backends {
+			out = append(out, backendInfo(name, b))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Upstream != out[j].Upstream {
+			return out[i].Upstream < out[j].Upstream
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+func backendInfo(up string, b *upstream.Backend) BackendInfo {
+	proto := "h2"
+	if b.Scheme == "http" {
+		proto = "http/1.1"
+	}
+	m := "active"
+	if b.Removed() {
+		m = "removed"
+	}
+	return BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
+		Health: "unknown", Membership: m, InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight()}
+}
+
+// Ready reports whether every listener is serving and every discovery-fed
+// upstream has synced at least once; reasons lists what is missing.
+func (g *Gateway) Ready() (ready bool, reasons []string) {
+	g.mu.Lock()
+	n := len(g.listeners)
+	g.mu.Unlock()
+	if n == 0 {
+		reasons = append(reasons, "no listener is serving")
+	}
+	for _, u := range g.Upstreams() {
+		if u.Pending {
+			reasons = append(reasons, "upstream "+u.Name+": discovery has not synced")
+		}
+	}
+	return len(reasons) == 0, reasons
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+)
+
+// Reasons the gateway reports in x-impulse-error and in metrics.
+const (
+	ReasonConnect         = "backend_connect_failed"  // 502: connect or TLS handshake failed
+	ReasonTLS             = "backend_tls_failed"      // 502: certificate verification failed
+	ReasonReset           = "backend_reset"           // 502: connection lost before a response
+	ReasonResponseTimeout = "response_header_timeout" // 504: no response headers in time
+	ReasonClientCanceled  = "client_canceled"         // 499: the client went away first
+	ReasonNoRoute         = "no_route"                // 404
+	ReasonNoBackend       = "no_healthy_backend"      // 503
+	ReasonPending         = "discovery_pending"       // 503: discovery has not answered yet
+	ReasonBodyFailed      = "backend_body_failed"     // stream reset after the response started
+	ReasonNotImplemented  = "method_not_supported"    // 501
+	StatusClientClosed    = 499                       // logged, never sent
+)
+
+// ErrResponseHeaderTimeout is the cancellation cause the gateway sets when a
+// backend does not send response headers within the upstream's
+// response_header timeout.
+var ErrResponseHeaderTimeout = errors.New("transport: timeout awaiting response headers")
+
+// Classify maps a round-trip error to the status and reason the gateway
+// answers with (see interface.md "Responses the gateway itself produces"):
+// 504 for the response-header timeout, 499 when the client canceled, and 502
+// for connect, TLS and reset failures. ctx is the request context whose
+// cause distinguishes a timeout from a client cancel.
+func Classify(ctx context.Context, err error) (status int, reason string) {
+	if errors.Is(context.Cause(ctx), ErrResponseHeaderTimeout) || errors.Is(err, ErrResponseHeaderTimeout) {
+		return http.StatusGatewayTimeout, ReasonResponseTimeout
+	}
+	if ctx.Err() != nil {
+		return StatusClientClosed, ReasonClientCanceled
+	}
+	var (
+		unknownAuth x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		certInvalid x509.CertificateInvalidError
+		verifyErr   *tls.CertificateVerificationError
+	)
+	if errors.As(err, &unknownAuth) || errors.As(err, &hostErr) || errors.As(err, &certInvalid) || errors.As(err, &verifyErr) {
+		return http.StatusBadGateway, ReasonTLS
+	}
+	var dialErr *DialError
+	if errors.As(err, &dialErr) {
+		return http.StatusBadGateway, ReasonConnect
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return http.StatusBadGateway, ReasonConnect
+	}
+	return http.StatusBadGateway, ReasonReset
+}

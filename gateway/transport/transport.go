@@ -1,0 +1,111 @@
+// Package transport builds the round-trippers that carry requests from the
+// gateway to one backend: cleartext HTTP/1.1 for "http" backends, HTTP/2 over
+// TLS for "https" backends. It also classifies round-trip failures into the
+// status and reason the gateway answers with.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Schemes a backend may use.
+const (
+	SchemeHTTP  = "http"  // cleartext HTTP/1.1
+	SchemeHTTPS = "https" // HTTP/2 over TLS
+)
+
+// Options configure a backend transport. Zero durations mean "no limit"
+// except ConnectTimeout, which defaults to 2s.
+type Options struct {
+	// Scheme is SchemeHTTP or SchemeHTTPS.
+	Scheme string
+	// TLS is the client TLS configuration for SchemeHTTPS; nil means system
+	// roots with verification on. It is cloned, never modified.
+	TLS *tls.Config
+	// ConnectTimeout bounds TCP connect plus TLS handshake.
+	ConnectTimeout time.Duration
+	// IdleTimeout closes pooled connections idle for this long.
+	IdleTimeout time.Duration
+	// MaxIdlePerHost bounds idle HTTP/1.1 connections kept per backend
+	// (default 256).
+	MaxIdlePerHost int
+}
+
+// RoundTripper is an http.RoundTripper whose idle connections can be closed
+// when its backend leaves the upstream.
+type RoundTripper interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+// New returns a round-tripper for one backend. Errors: an unknown scheme.
+func New(o Options) (RoundTripper, error) {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 2 * time.Second
+	}
+	if o.MaxIdlePerHost <= 0 {
+		o.MaxIdlePerHost = 256
+	}
+	dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	switch o.Scheme {
+	case SchemeHTTP:
+		return &http.Transport{
+			DialContext:         dialer.DialContext,
+			MaxIdleConns:        0,
+			MaxIdleConnsPerHost: o.MaxIdlePerHost,
+			IdleConnTimeout:     o.IdleTimeout,
+			// Never negotiate HTTP/2 on an http:// backend: the scheme means HTTP/1.1.
+			TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+		}, nil
+	case SchemeHTTPS:
+		tc := &tls.Config{}
+		if o.TLS != nil {
+			tc = o.TLS.Clone()
+		}
+		tc.NextProtos = []string{http2.NextProtoTLS}
+		if tc.MinVersion == 0 {
+			tc.MinVersion = tls.VersionTLS12
+		}
+		timeout := o.ConnectTimeout
+		return &http2.Transport{
+			TLSClientConfig:    tc,
+			DisableCompression: true,
+			IdleConnTimeout:    o.IdleTimeout,
+			// Detect dead connections instead of waiting on the kernel.
+			ReadIdleTimeout: 30 * time.Second,
+			PingTimeout:     10 * time.Second,
+			DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				d := &tls.Dialer{NetDialer: dialer, Config: cfg}
+				c, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, &DialError{Err: err}
+				}
+				if p := c.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+					c.Close()
+					return nil, &DialError{Err: fmt.Errorf("backend %s did not negotiate HTTP/2 (ALPN %q)", addr, p)}
+				}
+				return c, nil
+			},
+		}, nil
+	default:
+		return nil, fmt.Errorf("transport: unknown scheme %q (want %q or %q)", o.Scheme, SchemeHTTP, SchemeHTTPS)
+	}
+}
+
+// DialError wraps a failure to connect to a backend (TCP connect, TLS
+// handshake or ALPN), before any request byte was sent.
+type DialError struct{ Err error }
+
+func (e *DialError) Error() string { return "transport: connect: " + e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }

@@ -1,0 +1,278 @@
+// Package upstream holds an upstream's membership (static and discovered
+// backends), the per-backend state that survives membership changes, and the
+// immutable eligible set that requests read without locks.
+package upstream
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/balance"
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+)
+
+// Sources of membership.
+const (
+	SourceStatic    = "static"
+	SourceDiscovery = "discovery"
+)
+
+// Spec describes one backend as a membership source reports it.
+type Spec struct {
+	// ID is the stable identity: the configured backend name for static
+	// backends, "node/service-id" for discovered ones.
+	ID string
+	// Scheme is transport.SchemeHTTP (HTTP/1.1) or transport.SchemeHTTPS
+	// (HTTP/2 over TLS).
+	Scheme string
+	// Host is a hostname or IP literal (no brackets); Port is 1..65535.
+	Host string
+	Port int
+	// Weight is the relative weight, ≥ 1 (0 is treated as 1).
+	Weight int
+}
+
+// Addr returns host:port, bracketing IPv6 literals.
+func (s Spec) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// Config is an upstream's static configuration.
+type Config struct {
+	Name string
+	// LoadBalancing names a balance policy ("" = round_robin).
+	LoadBalancing string
+	// TLS is the client configuration for HTTP/2-over-TLS backends (nil:
+	// system roots, verification on).
+	TLS *tls.Config
+	// ConnectTimeout, ResponseHeaderTimeout and IdleTimeout as in the HCL
+	// `timeouts` block.
+	ConnectTimeout, ResponseHeaderTimeout, IdleTimeout time.Duration
+	// Discovered is true when a discovery source feeds this upstream; until
+	// its first SetDiscovered the upstream reports itself pending.
+	Discovered bool
+}
+
+// Backend is the live state of one backend. It is shared by every request
+// and by every set that holds it; fields are read-only after creation except
+// the atomics.
+type Backend struct {
+	Spec
+	Source    string
+	Transport transport.RoundTripper
+	inFlight  atomic.Int64
+	requests  atomic.Uint64
+	removed   atomic.Bool
+}
+
+// Weight implements balance.Candidate.
+func (b *Backend) Weight() int {
+	if b.Spec.Weight < 1 {
+		return 1
+	}
+	return b.Spec.Weight
+}
+
+// InFlight implements balance.Candidate: requests currently in flight.
+func (b *Backend) InFlight() int64 { return b.inFlight.Load() }
+
+// Requests is the number of requests sent to this backend so far.
+func (b *Backend) Requests() uint64 { return b.requests.Load() }
+
+// Removed reports whether the backend has left its upstream (it may still
+// finish in-flight requests).
+func (b *Backend) Removed() bool { return b.removed.Load() }
+
+// Acquire counts a request starting; every Acquire is paired with Release.
+func (b *Backend) Acquire() {
+	b.inFlight.Add(1)
+	b.requests.Add(1)
+}
+
+// Release counts a request ending. When the backend has been removed and
+// this was its last request, its idle connections are closed (drain).
+func (b *Backend) Release() {
+	if b.inFlight.Add(-1) == 0 && b.removed.Load() {
+		b.Transport.CloseIdleConnections()
+	}
+}
+
+// Set is an immutable snapshot of an upstream's eligible backends.
+type Set struct {
+	Backends   []*Backend
+	candidates []balance.Candidate
+	// Pending is true while a discovery-fed upstream has not synced yet.
+	Pending bool
+}
+
+// Upstream is one upstream's runtime. Pick is lock-free; membership updates
+// are serialized by mu and publish a new Set atomically.
+type Upstream struct {
+	cfg    Config
+	policy balance.Policy
+	set    atomic.Pointer[Set]
+
+	mu         sync.Mutex // guards the fields below (writers only)
+	static     []Spec
+	discovered []Spec
+	synced     bool
+	backends   map[string]*Backend // by source + "/" + ID
+	closed     bool
+}
+
+// New returns an upstream with no members. Errors: an unknown policy.
+func New(cfg Config) (*Upstream, error) {
+	p, err := balance.New(cfg.LoadBalancing)
+	if err != nil {
+		return nil, err
+	}
+	u := &Upstream{cfg: cfg, policy: p, backends: map[string]*Backend{}}
+	u.set.Store(&Set{Pending: cfg.Discovered})
+	return u, nil
+}
+
+// Name is the upstream's name.
+func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Config returns the configuration the upstream was built with.
+func (u *Upstream) Config() Config { return u.cfg }
+
+// Current returns the current eligible set (never nil).
+func (u *Upstream) Current() *Set { return u.set.Load() }
+
+// Pick selects a backend for r from the current set, or nil when the set is
+// empty; the caller inspects Set.Pending to tell the two 503s apart.
+func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
+	s := u.set.Load()
+	if len(s.Backends) == 0 {
+		return nil, s
+	}
+	if len(s.Backends) == 1 {
+		return s.Backends[0], s
+	}
+	return s.Backends[u.policy.Pick(s.candidates, r)], s
+}
+
+// SetStatic replaces the static members. Errors: a spec the transport
+// cannot serve (unknown scheme); the previous members stay in that case.
+func (u *Upstream) SetStatic(specs []Spec) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.rebuild(specs, u.discovered, u.synced)
+}
+
+// SetDiscovered replaces the discovered members with a full snapshot (never
+// a delta) and marks the upstream as synced.
+func (u *Upstream) SetDiscovered(specs []Spec) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.rebuild(u.static, specs, true)
+}
+
+// rebuild publishes a new set from the two sources, reusing the state of
+// backends that stay and draining the ones that leave. Callers hold mu.
+func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
+	if u.closed {
+		return fmt.Errorf("upstream %q: closed", u.cfg.Name)
+	}
+	next := make(map[string]*Backend, len(static)+len(discovered))
+	var created []*Backend
+	add := func(source string, specs []Spec) error {
+		for _, s := range specs {
+			key := source + "/" + s.ID
+			if b, ok := u.backends[key]; ok && b.Spec == s {
+				next[key] = b
+				continue
+			}
+			rt, err := transport.New(transport.Options{
+				Scheme: s.Scheme, TLS: u.cfg.TLS,
+				ConnectTimeout: u.cfg.ConnectTimeout, IdleTimeout: u.cfg.IdleTimeout,
+			})
+			if err != nil {
+				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
+			}
+			b := &Backend{Spec: s, Source: source, Transport: rt}
+			next[key] = b
+			created = append(created, b)
+		}
+		return nil
+	}
+	if err := add(SourceStatic, static); err != nil {
+		return err
+	}
+	if err := add(SourceDiscovery, discovered); err != nil {
+		for _, b := range created {
+			b.Transport.CloseIdleConnections()
+		}
+		return err
+	}
+	for key, b := range u.backends {
+		if next[key] != b {
+			drain(b)
+		}
+	}
+	u.backends, u.static, u.discovered, u.synced = next, static, discovered, synced
+	u.publish()
+	return nil
+}
+
+func (u *Upstream) publish() {
+	s := &Set{Pending: u.cfg.Discovered && !u.synced && len(u.static) == 0}
+	for _, b := range u.backends {
+		s.Backends = append(s.Backends, b)
+	}
+	// A stable order keeps round-robin fair across swaps and reports readable.
+	sort.Slice(s.Backends, func(i, j int) bool {
+		if s.Backends[i].Source != s.Backends[j].Source {
+			return s.Backends[i].Source > s.Backends[j].Source // static first
+		}
+		return s.Backends[i].ID < s.Backends[j].ID
+	})
+	s.candidates = make([]balance.Candidate, len(s.Backends))
+	for i, b := range s.Backends {
+		s.candidates[i] = b
+	}
+	u.set.Store(s)
+}
+
+// drain marks b removed: new picks no longer see it, in-flight requests
+// finish, and its idle connections close once the last one ends.
+func drain(b *Backend) {
+	b.removed.Store(true)
+	if b.inFlight.Load() == 0 {
+		b.Transport.CloseIdleConnections()
+	}
+}
+
+// Adopt copies the discovered members and sync state of old into u, so a
+// reload that rebuilds an upstream keeps what discovery already reported.
+func (u *Upstream) Adopt(old *Upstream) error {
+	old.mu.Lock()
+	discovered, synced := old.discovered, old.synced
+	old.mu.Unlock()
+	if !synced {
+		return nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.rebuild(u.static, discovered, true)
+}
+
+// Close drains every backend and refuses further updates. In-flight
+// requests finish on their existing connections.
+func (u *Upstream) Close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return
+	}
+	u.closed = true
+	for _, b := range u.backends {
+		drain(b)
+	}
+}
