@@ -9,15 +9,17 @@ import (
 	"github.com/hashicorp/go-metrics/prometheus"
 )
 
-// Metric names (go-metrics keys; Prometheus joins them with "_").
+// Metric keys, relative to the go-metrics service name (the agent uses
+// "impulse", so Prometheus shows impulse_requests and so on).
 var (
-	metricRequests        = []string{"impulse", "requests"}
-	metricRequestDuration = []string{"impulse", "request", "duration"}
-	metricQUICConns       = []string{"impulse", "quic", "connections"}
+	metricRequests        = []string{"requests"}
+	metricRequestDuration = []string{"request", "duration"}
+	metricQUICConns       = []string{"quic", "connections"}
 )
 
-// Definitions describes the gateway's metrics for the Prometheus sink, with
-// help text. Durations are milliseconds.
+// Definitions describe the gateway's metrics for the Prometheus sink, with
+// help text and names relative to the service name. Durations are
+// milliseconds.
 var (
 	CounterDefinitions = []prometheus.CounterDefinition{
 		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},

@@ -1,0 +1,301 @@
+// Package agent wires impulse-agent together: it loads the HCL
+// configuration, owns logging and metrics, converts configuration and Consul
+// discovery snapshots into gateway types, serves the control API, reloads,
+// and shuts everything down in order.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// Options are the command-line inputs of an agent.
+type Options struct {
+	// ConfigPaths are files or directories (see hcl.Load).
+	ConfigPaths []string
+	// Dev runs the embedded default configuration with two demo backends.
+	Dev bool
+	// DevListener and DevControl override the -dev addresses
+	// (default 127.0.0.1:8443 and 127.0.0.1:9901).
+	DevListener, DevControl string
+	// LogLevel and LogJSON override the configuration when set.
+	LogLevel string
+	LogJSON  *bool
+	// LogOutput receives logs (default os.Stderr).
+	LogOutput io.Writer
+}
+
+// ConfigError carries configuration diagnostics (file:line:column, field,
+// problem) so the command line can print them with source snippets.
+type ConfigError struct {
+	Diags  hcl2.Diagnostics
+	Loader *hcl.Loader
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	for _, d := range e.Diags {
+		if d.Severity == hcl2.DiagError {
+			b.WriteString(hcl.FormatDiagnostic(d))
+			b.WriteString("\n")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// Agent is one running impulse-agent. Create it with New, run it with Run.
+type Agent struct {
+	opts Options
+	log  hclog.InterceptLogger
+	tel  *telemetry
+	gw   *gateway.Gateway
+	dev  *devEnv
+
+	mu       sync.Mutex // serializes Reload and guards cfg, gen, disc
+	cfg      *hcl.Config
+	gen      uint64
+	disc     *discoverySet
+	draining atomic.Bool
+
+	controlAddr atomic.Pointer[net.Addr]
+}
+
+// New loads the configuration and builds every component without binding a
+// socket. Errors: *ConfigError for invalid configuration; others for TLS
+// material or telemetry setup.
+func New(opts Options) (*Agent, error) {
+	if opts.LogOutput == nil {
+		opts.LogOutput = os.Stderr
+	}
+	a := &Agent{opts: opts}
+	if opts.Dev {
+		dev, err := startDev(opts.DevListener, opts.DevControl)
+		if err != nil {
+			return nil, err
+		}
+		a.dev = dev
+	}
+	cfg, err := a.load()
+	if err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	level, json := cfg.LogLevel, cfg.LogJSON
+	if opts.LogLevel != "" {
+		level = opts.LogLevel
+	}
+	if opts.LogJSON != nil {
+		json = *opts.LogJSON
+	}
+	a.log = newLogger(opts.LogOutput, level, json)
+	for _, w := range cfg.Warnings {
+		a.log.Warn("configuration", "warning", hcl.FormatDiagnostic(w))
+	}
+	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
+	if a.gw, err = gateway.New(gc); err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	a.cfg, a.gen = cfg, 1
+	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw)
+	return a, nil
+}
+
+// load reads the configuration files, or the embedded -dev configuration.
+func (a *Agent) load() (*hcl.Config, error) {
+	loader := hcl.NewLoader()
+	var (
+		cfg   *hcl.Config
+		diags hcl2.Diagnostics
+	)
+	if a.dev != nil {
+		cfg, diags = loader.Parse("dev.hcl", a.dev.config)
+	} else {
+		if len(a.opts.ConfigPaths) == 0 {
+			return nil, errors.New("agent: no configuration: use -config=PATH or -dev")
+		}
+		cfg, diags = loader.Load(a.opts.ConfigPaths)
+	}
+	if diags.HasErrors() {
+		return nil, &ConfigError{Diags: diags, Loader: loader}
+	}
+	return cfg, nil
+}
+
+// Run serves until ctx is done, then shuts down in order: readiness turns
+// 503, listeners send GOAWAY and drain for drain_timeout, discovery stops,
+// the control API closes last. Errors: a bind failure at start, or a drain
+// that ran out of time.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	cfg := a.cfg
+	a.mu.Unlock()
+
+	ln, err := net.Listen("tcp", cfg.Control.Address)
+	if err != nil {
+		return fmt.Errorf("agent: control API: %w", err)
+	}
+	addr := ln.Addr()
+	a.controlAddr.Store(&addr)
+	token, err := readToken(cfg.Control.TokenFile)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	control := &http.Server{Handler: a.controlHandler(token), ReadHeaderTimeout: 10 * time.Second}
+	controlDone := make(chan struct{})
+	go func() {
+		defer close(controlDone)
+		if err := control.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("control API stopped", "error", err)
+		}
+	}()
+	a.log.Info("control API listening", "address", addr.String())
+
+	gc, err := gatewayConfig(cfg)
+	if err == nil {
+		err = a.gw.Start(ctx, gc.Listeners)
+	}
+	if err == nil {
+		err = a.disc.apply(cfg)
+	}
+	if err != nil {
+		a.disc.stop()
+		_ = control.Close()
+		<-controlDone
+		_ = a.gw.Shutdown(context.Background())
+		a.closeDev()
+		return err
+	}
+	if a.dev != nil {
+		a.dev.announce(a.log, a.gw.Addrs())
+	}
+	a.log.Info("impulse-agent started", "listeners", len(cfg.Listeners), "upstreams", len(cfg.Upstreams))
+
+	<-ctx.Done()
+	return a.shutdown(cfg.DrainTimeout, control, controlDone)
+}
+
+func (a *Agent) shutdown(drain time.Duration, control *http.Server, controlDone chan struct{}) error {
+	a.draining.Store(true)
+	a.log.Info("shutting down: draining listeners", "drain_timeout", drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := a.gw.Shutdown(dctx)
+	if err != nil {
+		a.log.Warn("drain ended early; remaining connections closed", "error", err)
+	}
+	a.disc.stop()
+	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer ccancel()
+	_ = control.Shutdown(cctx)
+	<-controlDone
+	a.closeDev()
+	a.log.Info("stopped")
+	return err
+}
+
+// Reload re-reads the configuration (SIGHUP, POST /v1/reload). On invalid
+// configuration it returns the diagnostics and keeps the running one.
+// Listener changes take effect; the control address, telemetry and the
+// logger's format need a restart (a warning says so).
+func (a *Agent) Reload() (generation uint64, diags []string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cfg, err := a.load()
+	if err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			for _, d := range ce.Diags {
+				diags = append(diags, hcl.FormatDiagnostic(d))
+			}
+		}
+		a.log.Error("reload rejected; keeping the running configuration", "error", err)
+		return a.gen, diags, err
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		a.log.Error("reload rejected; keeping the running configuration", "error", err)
+		return a.gen, nil, err
+	}
+	gc.Logger, gc.Metrics = a.log.Named("gateway"), a.tel.metrics
+	if err := a.gw.Apply(context.Background(), gc); err != nil {
+		a.log.Error("reload rejected; keeping the running configuration", "error", err)
+		return a.gen, nil, err
+	}
+	if err := a.disc.apply(cfg); err != nil {
+		a.log.Error("reload: discovery", "error", err)
+	}
+	if cfg.Control != a.cfg.Control || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
+		a.log.Warn("reload: control, telemetry and log_json changes take effect after a restart")
+	}
+	if a.opts.LogLevel == "" {
+		a.log.SetLevel(hclog.LevelFromString(cfg.LogLevel))
+	}
+	a.cfg = cfg
+	a.gen++
+	a.log.Info("configuration reloaded", "generation", a.gen)
+	return a.gen, nil, nil
+}
+
+// ready combines the gateway's readiness, discovery sync and draining.
+func (a *Agent) ready() (bool, []string) {
+	var reasons []string
+	if a.draining.Load() {
+		reasons = append(reasons, "draining")
+	}
+	if ok, r := a.gw.Ready(); !ok {
+		reasons = append(reasons, r...)
+	}
+	reasons = append(reasons, a.disc.notReady()...)
+	return len(reasons) == 0, reasons
+}
+
+// ControlAddr is the bound control API address once Run has started it.
+func (a *Agent) ControlAddr() net.Addr {
+	if p := a.controlAddr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (a *Agent) closeDev() {
+	if a.dev != nil {
+		a.dev.close()
+	}
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("agent: control token_file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

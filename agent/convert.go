@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// MetaScheme is the Consul ServiceMeta key with which an instance overrides
+// its upstream's consul.scheme ("http" or "https").
+const MetaScheme = "impulse-scheme"
+
+// gatewayConfig converts a validated configuration into the gateway's types,
+// loading TLS material from disk. Errors name the block that failed.
+func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
+	var gc gateway.Config
+	for _, l := range c.Listeners {
+		cert, err := tls.LoadX509KeyPair(l.TLS.CertFile, l.TLS.KeyFile)
+		if err != nil {
+			return gc, fmt.Errorf("%s: listener %q: tls: %w", l.Range, l.Name, err)
+		}
+		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
+			Name: l.Name, Address: l.Address,
+			TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
+		})
+	}
+	for _, u := range c.Upstreams {
+		uc := gateway.UpstreamConfig{Config: upstream.Config{
+			Name:                  u.Name,
+			LoadBalancing:         u.LoadBalancing,
+			ConnectTimeout:        u.Timeouts.Connect,
+			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
+			IdleTimeout:           u.Timeouts.Idle,
+			Discovered:            u.Consul != nil,
+		}}
+		if u.TLS != nil {
+			tc, err := clientTLS(u.TLS)
+			if err != nil {
+				return gc, fmt.Errorf("%s: upstream %q: tls: %w", u.Range, u.Name, err)
+			}
+			uc.TLS = tc
+		}
+		for _, r := range u.Routes {
+			uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
+		}
+		for _, b := range u.Backends {
+			uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
+		}
+		gc.Upstreams = append(gc.Upstreams, uc)
+	}
+	return gc, nil
+}
+
+// clientTLS builds the configuration for connections to HTTPS backends:
+// verification on unless insecure_skip_verify, ca_file replacing the system
+// roots, an optional client certificate.
+func clientTLS(t *hcl.TLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_file %s: no PEM certificates", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// discoveryConfig converts the consul block.
+func discoveryConfig(c *hcl.Consul) discovery.Config {
+	dc := discovery.Config{
+		Address: c.Address, Scheme: c.Scheme, Token: c.Token, TokenFile: c.TokenFile,
+		Datacenter: c.Datacenter, Wait: c.Wait, Stale: c.Stale,
+	}
+	if c.TLS != nil {
+		dc.TLS = discovery.TLSConfig{CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile,
+			ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify}
+	}
+	return dc
+}
+
+// query converts an upstream's consul block into a discovery query.
+func query(u *hcl.UpstreamConsul) discovery.Query {
+	return discovery.Query{Service: u.Service, Tags: u.Tags, Health: u.Health,
+		Datacenter: u.Datacenter, Namespace: u.Namespace, Partition: u.Partition}
+}
+
+// specs converts a discovered snapshot into backend specs for one upstream.
+// An instance's ServiceMeta "impulse-scheme" overrides the upstream's scheme;
+// instances with an unusable scheme or port are skipped and reported.
+func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []string) {
+	for _, in := range s.Instances {
+		sc := scheme
+		if v, ok := in.Meta[MetaScheme]; ok {
+			sc = v
+		}
+		if (sc != "http" && sc != "https") || in.Port < 1 || in.Port > 65535 || in.Address == "" {
+			skipped = append(skipped, in.ID)
+			continue
+		}
+		out = append(out, upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight})
+	}
+	return out, skipped
+}

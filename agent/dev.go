@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+)
+
+// Default -dev addresses (interface.md).
+const (
+	DevListenerAddress = "127.0.0.1:8443"
+	DevControlAddress  = "127.0.0.1:9901"
+)
+
+// devEnv is what -dev brings up besides the gateway: a self-signed
+// certificate in a temporary directory and two demo HTTP/1.1 backends that
+// answer with their own name.
+type devEnv struct {
+	dir      string
+	config   []byte
+	backends []*http.Server
+}
+
+// devConfig is the embedded default configuration; %s are filled in with the
+// generated certificate and the demo backends' addresses.
+const devConfig = `# impulse-agent -dev: the embedded default configuration.
+log_level     = "info"
+drain_timeout = "5s"
+
+control {
+  address = %q
+}
+
+listener "dev" {
+  address = %q
+  tls {
+    cert_file = %q
+    key_file  = %q
+  }
+}
+
+upstream "dev" {
+  load_balancing = "round_robin"
+  route {
+    path_prefix = "/"
+  }
+  backend "dev-1" {
+    address = "http://%s"
+  }
+  backend "dev-2" {
+    address = "http://%s"
+  }
+}
+`
+
+func startDev(listenAddr, controlAddr string) (*devEnv, error) {
+	if listenAddr == "" {
+		listenAddr = DevListenerAddress
+	}
+	if controlAddr == "" {
+		controlAddr = DevControlAddress
+	}
+	cert, err := selfsigned.New("localhost", "127.0.0.1", "::1")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "impulse-agent-dev-")
+	if err != nil {
+		return nil, fmt.Errorf("agent: -dev: %w", err)
+	}
+	d := &devEnv{dir: dir}
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, cert.CertPEM, 0o644); err != nil {
+		d.close()
+		return nil, fmt.Errorf("agent: -dev: %w", err)
+	}
+	if err := os.WriteFile(keyFile, cert.KeyPEM, 0o600); err != nil {
+		d.close()
+		return nil, fmt.Errorf("agent: -dev: %w", err)
+	}
+	var addrs []string
+	for _, name := range []string{"dev-1", "dev-2"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("agent: -dev backend: %w", err)
+		}
+		srv := &http.Server{Handler: demoBackend(name)}
+		go func() { _ = srv.Serve(ln) }()
+		d.backends = append(d.backends, srv)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	d.config = fmt.Appendf(nil, devConfig, controlAddr, listenAddr, certFile, keyFile, addrs[0], addrs[1])
+	return d, nil
+}
+
+// demoBackend answers every request with its name, method and path.
+func demoBackend(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Backend", name)
+		fmt.Fprintf(w, "hello from %s: %s %s (forwarded for %s)\n", name, r.Method, r.URL.RequestURI(), r.Header.Get("X-Forwarded-For"))
+	})
+}
+
+// announce logs what to try once the listener is up.
+func (d *devEnv) announce(log hclog.Logger, addrs map[string]net.Addr) {
+	addr := addrs["dev"]
+	if addr == nil {
+		return
+	}
+	cert := filepath.Join(d.dir, "cert.pem")
+	log.Info("dev mode: try it", "command", fmt.Sprintf("impulse-agent probe -cacert %s https://%s/", cert, addr),
+		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, addr))
+}
+
+func (d *devEnv) close() {
+	for _, s := range d.backends {
+		_ = s.Close()
+	}
+	d.backends = nil
+	_ = os.RemoveAll(d.dir)
+}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// metricsPrefix is the go-metrics service name: every key is emitted as
+// impulse.<key> (Prometheus: impulse_<key>).
+const metricsPrefix = "impulse"
+
+// telemetry owns the go-metrics instance and its sinks.
+type telemetry struct {
+	metrics *metrics.Metrics
+	handler http.Handler // Prometheus text on /metrics
+}
+
+// newTelemetry builds go-metrics with a Prometheus sink on a private registry
+// (plus a statsd sink when configured). Metric definitions come from the
+// packages that emit them, prefixed here.
+func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	retention := t.PrometheusRetention
+	if retention <= 0 {
+		retention = 60 * time.Second
+	}
+	opts := gmprom.PrometheusOpts{Expiration: retention, Registerer: reg}
+	for _, d := range append(append([]gmprom.GaugeDefinition(nil), gateway.GaugeDefinitions...), discovery.Gauges...) {
+		d.Name = prefixed(d.Name)
+		opts.GaugeDefinitions = append(opts.GaugeDefinitions, d)
+	}
+	for _, d := range append(append([]gmprom.CounterDefinition(nil), gateway.CounterDefinitions...), discovery.Counters...) {
+		d.Name = prefixed(d.Name)
+		opts.CounterDefinitions = append(opts.CounterDefinitions, d)
+	}
+	for _, d := range append(append([]gmprom.SummaryDefinition(nil), gateway.SummaryDefinitions...), discovery.Summaries...) {
+		d.Name = prefixed(d.Name)
+		opts.SummaryDefinitions = append(opts.SummaryDefinitions, d)
+	}
+	prom, err := gmprom.NewPrometheusSinkFrom(opts)
+	if err != nil {
+		return nil, fmt.Errorf("agent: prometheus sink: %w", err)
+	}
+	sinks := metrics.FanoutSink{prom}
+	if t.StatsdAddress != "" {
+		s, err := metrics.NewStatsdSink(t.StatsdAddress)
+		if err != nil {
+			return nil, fmt.Errorf("agent: statsd sink: %w", err)
+		}
+		sinks = append(sinks, s)
+	}
+	cfg := metrics.DefaultConfig(metricsPrefix)
+	cfg.EnableHostname = !t.DisableHostname
+	cfg.EnableHostnameLabel = false
+	cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
+	cfg.TimerGranularity = time.Millisecond
+	m, err := metrics.New(cfg, sinks)
+	if err != nil {
+		return nil, fmt.Errorf("agent: metrics: %w", err)
+	}
+	return &telemetry{metrics: m, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil
+}
+
+func prefixed(name []string) []string { return append([]string{metricsPrefix}, name...) }

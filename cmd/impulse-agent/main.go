@@ -1,0 +1,170 @@
+// Command impulse-agent is an HTTP/3 edge gateway and service-mesh sidecar
+// driven by Consul service discovery. See README.md and
+// ../shared/design/interface.md for the command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/agent"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches subcommands and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "validate":
+			return runValidate(args[1:], stdout, stderr)
+		case "probe":
+			return runProbe(args[1:], stdin, stdout, stderr)
+		case "version", "-version", "--version":
+			fmt.Fprintf(stdout, "impulse-agent %s\n", version)
+			return 0
+		}
+	}
+	return runAgent(args, stderr)
+}
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+const usage = `Usage:
+  impulse-agent -config=PATH [-config=PATH ...] [-log-level=LEVEL] [-log-json]
+  impulse-agent -dev [-dev-listen=ADDR] [-dev-control=ADDR]
+  impulse-agent validate -config=PATH [...]
+  impulse-agent probe [-insecure] [-X METHOD] [-H 'Name: value']... [-d DATA|@file] [-v] [-n COUNT] URL
+  impulse-agent version
+
+Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads.
+`
+
+func runAgent(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("impulse-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage, "\nFlags:\n"); fs.PrintDefaults() }
+	var opts agent.Options
+	var configs stringsFlag
+	fs.Var(&configs, "config", "configuration file or directory (repeatable)")
+	fs.BoolVar(&opts.Dev, "dev", false, "run the embedded default: HTTP/3 on 127.0.0.1:8443, two demo backends, no Consul")
+	fs.StringVar(&opts.DevListener, "dev-listen", "", "with -dev: HTTP/3 listener address (default 127.0.0.1:8443)")
+	fs.StringVar(&opts.DevControl, "dev-control", "", "with -dev: control API address (default 127.0.0.1:9901)")
+	fs.StringVar(&opts.LogLevel, "log-level", "", "trace | debug | info | warn | error (overrides log_level)")
+	logJSON := fs.Bool("log-json", false, "log as JSON (overrides log_json)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "impulse-agent: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+		return 2
+	}
+	if opts.Dev && len(configs) > 0 {
+		fmt.Fprintln(stderr, "impulse-agent: -dev and -config are mutually exclusive")
+		return 2
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "log-json" {
+			opts.LogJSON = logJSON
+		}
+	})
+	switch opts.LogLevel {
+	case "", "trace", "debug", "info", "warn", "error":
+	default:
+		fmt.Fprintf(stderr, "impulse-agent: -log-level %q: want trace, debug, info, warn or error\n", opts.LogLevel)
+		return 2
+	}
+	opts.ConfigPaths = configs
+	opts.LogOutput = stderr
+
+	a, err := agent.New(opts)
+	if err != nil {
+		printError(stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		var stopping time.Time
+		for s := range sigs {
+			switch {
+			case s == syscall.SIGHUP:
+				_, _, _ = a.Reload() // the agent logs the outcome
+			case stopping.IsZero():
+				stopping = time.Now()
+				cancel()
+			case time.Since(stopping) > time.Second:
+				// Within a second it is the same signal sent to the whole
+				// process group (timeout(1), some supervisors); later it is
+				// an operator insisting.
+				fmt.Fprintln(stderr, "impulse-agent: second signal, exiting now")
+				os.Exit(1)
+			}
+		}
+	}()
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "impulse-agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var configs stringsFlag
+	fs.Var(&configs, "config", "configuration file or directory (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	configs = append(configs, fs.Args()...)
+	if len(configs) == 0 {
+		fmt.Fprintln(stderr, "impulse-agent validate: give -config=PATH")
+		return 2
+	}
+	loader := hcl.NewLoader()
+	cfg, diags := loader.Load(configs)
+	if len(diags) > 0 {
+		_ = loader.WriteDiagnostics(stderr, diags, 100, false)
+	}
+	if diags.HasErrors() {
+		return 1
+	}
+	fmt.Fprintf(stdout, "configuration is valid: %d file(s), %d listener(s), %d upstream(s)\n", len(cfg.Files), len(cfg.Listeners), len(cfg.Upstreams))
+	return 0
+}
+
+// printError prints configuration diagnostics with source snippets, other
+// errors as one line.
+func printError(w io.Writer, err error) {
+	var ce *agent.ConfigError
+	if errors.As(err, &ce) {
+		_ = ce.Loader.WriteDiagnostics(w, ce.Diags, 100, false)
+		return
+	}
+	fmt.Fprintf(w, "impulse-agent: %v\n", err)
+}
