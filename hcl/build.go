@@ -1,0 +1,196 @@
+package hcl
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+)
+
+// Default returns the configuration that an empty file produces: the package
+// defaults (DefaultLogLevel, DefaultDrainTimeout, DefaultControlAddress,
+// DefaultPrometheusRetention, DefaultDisableHostname), no Consul, no
+// listeners and no upstreams.
+func Default() *Config {
+	return &Config{
+		LogLevel:     DefaultLogLevel,
+		DrainTimeout: DefaultDrainTimeout,
+		Control:      Control{Address: DefaultControlAddress},
+		Telemetry: Telemetry{
+			PrometheusRetention: DefaultPrometheusRetention,
+			DisableHostname:     DefaultDisableHostname,
+		},
+	}
+}
+
+// DefaultTimeouts returns the upstream timeouts used when a timeouts block or
+// one of its arguments is absent (2s / 30s / 90s).
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		Connect:        DefaultConnectTimeout,
+		ResponseHeader: DefaultResponseHeaderTimeout,
+		Idle:           DefaultIdleTimeout,
+	}
+}
+
+// logLevels are the accepted log_level values (hclog's names).
+var logLevels = []string{"trace", "debug", "info", "warn", "error"}
+
+// build turns the merged raw configuration into a Config, applying defaults
+// and every semantic check. Diagnostics are appended to diags.
+func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagnostics) *Config {
+	c := Default()
+	top := blk{diags: diags}
+
+	if m.LogLevel != nil {
+		lvl := strings.ToLower(top.str(m.LogLevel, DefaultLogLevel))
+		if !contains(logLevels, lvl) {
+			top.errorf(m.LogLevel, "", "Invalid log level", "must be one of %s; got %q.", strings.Join(logLevels, ", "), lvl)
+			lvl = DefaultLogLevel
+		}
+		c.LogLevel = lvl
+	}
+	c.LogJSON = top.boolean(m.LogJSON, false)
+	c.DrainTimeout = top.duration(m.DrainTimeout, DefaultDrainTimeout, 0, 0)
+
+	if r := m.Control; r != nil {
+		b := top.child("control", r.DefRange)
+		c.Control.Address = b.str(r.Address, DefaultControlAddress)
+		if why := checkHostPort(c.Control.Address, true, true); why != "" {
+			b.errorf(r.Address, "", "Invalid address", "%s.", why)
+		}
+		c.Control.TokenFile = b.file(r.TokenFile)
+	}
+
+	if r := m.Telemetry; r != nil {
+		b := top.child("telemetry", r.DefRange)
+		t := &c.Telemetry
+		t.PrometheusRetention = b.duration(r.PrometheusRetention, DefaultPrometheusRetention, positive, 0)
+		t.DisableHostname = b.boolean(r.DisableHostname, DefaultDisableHostname)
+		t.StatsdAddress = b.sinkAddress(r.StatsdAddress, "telemetry.statsd_address")
+		t.DogstatsdAddress = b.sinkAddress(r.DogstatsdAddress, "telemetry.dogstatsd_address")
+	}
+
+	c.Listeners = buildListeners(top, m.Listeners)
+	c.Upstreams = buildUpstreams(top, m.Upstreams)
+
+	switch {
+	case m.Consul != nil:
+		c.Consul = buildConsul(top, m.Consul, lookupEnv)
+	default:
+		for _, u := range m.Upstreams {
+			if u.Consul != nil {
+				// Consul discovery without a consul block: connect with
+				// the defaults (and the CONSUL_HTTP_* environment).
+				c.Consul = buildConsul(blk{diags: diags, def: u.Consul.DefRange}, nil, lookupEnv)
+				break
+			}
+		}
+	}
+	return c
+}
+
+// sinkAddress converts a metrics sink address (host:port, empty = off) and
+// warns when the sink is not yet supported.
+func (b blk) sinkAddress(a *hcl2.Attribute, feature string) string {
+	s := b.str(a, "")
+	if s == "" {
+		return ""
+	}
+	if why := checkHostPort(s, false, false); why != "" {
+		b.errorf(a, "", "Invalid address", "%s.", why)
+		return s
+	}
+	b.unsupported(feature, a.Expr.Range())
+	return s
+}
+
+// buildListeners converts the listener blocks: unique names, a valid
+// host:port, protocol http3, a tls block with existing cert_file and key_file,
+// and no two listeners on the same UDP address.
+func buildListeners(top blk, raws []*rawListener) []Listener {
+	var out []Listener
+	names := map[string]hcl2.Range{}
+	type bound struct {
+		host string
+		rng  hcl2.Range
+	}
+	ports := map[string][]bound{}
+	for _, r := range raws {
+		b := top.child(fmt.Sprintf("listener %q", r.Name), r.DefRange)
+		prev, dup := names[r.Name]
+		if dup {
+			// Still checked below, to report everything at once, but
+			// neither kept nor counted for address conflicts.
+			b.blockErrorf("Duplicate listener", "a listener named %q is already defined at %s.", r.Name, posString(prev))
+		} else {
+			names[r.Name] = r.DefRange
+		}
+		l := Listener{Name: r.Name, Range: r.DefRange}
+
+		addr, ok := b.strOK(r.Address, "")
+		l.Address = addr
+		switch {
+		case r.Address == nil:
+			b.errorf(nil, "address", "Missing listener address", "address is required, as in \"0.0.0.0:8443\".")
+		case ok && dup:
+			if why := checkHostPort(l.Address, true, true); why != "" {
+				b.errorf(r.Address, "", "Invalid address", "%s.", why)
+			}
+		case ok:
+			if why := checkHostPort(l.Address, true, true); why != "" {
+				b.errorf(r.Address, "", "Invalid address", "%s.", why)
+				break
+			}
+			host, port, _ := net.SplitHostPort(l.Address)
+			if port == "0" {
+				break
+			}
+			for _, other := range ports[port] {
+				if other.host == host || isWildcardHost(other.host) || isWildcardHost(host) {
+					b.errorf(r.Address, "", "Duplicate listener address", "%q overlaps the listener address defined at %s.", l.Address, posString(other.rng))
+					break
+				}
+			}
+			ports[port] = append(ports[port], bound{host: host, rng: r.Address.Expr.Range()})
+		}
+
+		l.Protocol = b.str(r.Protocol, DefaultListenerProtocol)
+		if l.Protocol != DefaultListenerProtocol {
+			b.errorf(r.Protocol, "", "Unsupported protocol", "only \"http3\" (QUIC over UDP) is supported; got %q.", l.Protocol)
+		}
+
+		if r.TLS == nil {
+			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
+		} else {
+			tb := b.child("tls", r.TLS.DefRange)
+			l.TLS.CertFile = tb.file(r.TLS.CertFile)
+			l.TLS.KeyFile = tb.file(r.TLS.KeyFile)
+			if r.TLS.CertFile == nil || l.TLS.CertFile == "" {
+				tb.errorf(r.TLS.CertFile, "cert_file", "Missing certificate", "cert_file is required.")
+			}
+			if r.TLS.KeyFile == nil || l.TLS.KeyFile == "" {
+				tb.errorf(r.TLS.KeyFile, "key_file", "Missing private key", "key_file is required.")
+			}
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// isWildcardHost reports whether a listen host means every interface.
+func isWildcardHost(h string) bool {
+	return h == "" || h == "0.0.0.0" || h == "::"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

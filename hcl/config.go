@@ -1,0 +1,344 @@
+// Package hcl decodes and validates impulse-agent configuration files.
+//
+// The language is the HCL schema documented in interface.md ("Configuration
+// (HCL)"). Files are parsed with hashicorp/hcl/v2, decoded with gohcl into raw
+// structs (schema.go), merged across files the way Consul merges its config
+// directories (load.go), and converted into the typed, defaulted and validated
+// Config below (build.go, consul.go, upstream.go; value checks in fields.go and
+// address.go). Every problem is an hcl/v2 diagnostic
+// whose Subject is the source range of the offending value or block, so
+// callers can print file:line:column (see FormatDiagnostics and
+// WriteDiagnosticLines).
+//
+// Features that are accepted by the schema but not yet implemented by the
+// gateway produce a "Not yet supported" warning (see unsupported.go).
+package hcl
+
+import (
+	"time"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+)
+
+// Defaults applied to anything the configuration leaves out. They are the
+// values shown in interface.md's configuration example.
+const (
+	// DefaultLogLevel is the log level when log_level is absent.
+	DefaultLogLevel = "info"
+	// DefaultDrainTimeout is the graceful shutdown budget when drain_timeout is absent.
+	DefaultDrainTimeout = 30 * time.Second
+
+	// DefaultConsulAddress is the Consul HTTP address when neither consul.address
+	// nor CONSUL_HTTP_ADDR is set.
+	DefaultConsulAddress = "127.0.0.1:8500"
+	// DefaultConsulScheme is the Consul scheme when neither consul.scheme, an
+	// address prefix, nor CONSUL_HTTP_SSL says otherwise.
+	DefaultConsulScheme = "http"
+	// DefaultConsulWait is the blocking-query wait when consul.wait is absent.
+	DefaultConsulWait = 5 * time.Minute
+	// MinConsulWait is the smallest accepted consul.wait (inclusive).
+	MinConsulWait = time.Second
+	// MaxConsulWait is the largest accepted consul.wait; Consul caps waits at 10m.
+	MaxConsulWait = 10 * time.Minute
+	// DefaultRegisterService is consul.register.service when absent.
+	DefaultRegisterService = "impulse-agent"
+
+	// DefaultControlAddress is control.address when absent.
+	DefaultControlAddress = "127.0.0.1:9901"
+
+	// DefaultPrometheusRetention is telemetry.prometheus_retention when absent.
+	DefaultPrometheusRetention = 60 * time.Second
+	// DefaultDisableHostname is telemetry.disable_hostname when absent.
+	DefaultDisableHostname = true
+
+	// DefaultListenerProtocol is listener.protocol when absent; the only accepted value.
+	DefaultListenerProtocol = "http3"
+
+	// DefaultLoadBalancing is upstream.load_balancing when absent.
+	DefaultLoadBalancing = "round_robin"
+	// DefaultPathPrefix is route.path_prefix when absent.
+	DefaultPathPrefix = "/"
+	// DefaultWeight is backend.weight when absent. Weights must be >= 1.
+	DefaultWeight = 100
+	// DefaultHealth is upstream.consul.health when absent.
+	DefaultHealth = "passing"
+	// DefaultDiscoveryScheme is upstream.consul.scheme when absent. interface.md
+	// shows scheme = "https" in its example (whose values are the defaults), and
+	// it matches the rule that a schemeless backend address is HTTP/2 over TLS.
+	DefaultDiscoveryScheme = "https"
+
+	// DefaultHealthCheckPath is health_check.path when absent.
+	DefaultHealthCheckPath = "/health"
+	// DefaultHealthCheckInterval is health_check.interval when absent.
+	DefaultHealthCheckInterval = 5 * time.Second
+	// DefaultHealthCheckTimeout is health_check.timeout when absent.
+	DefaultHealthCheckTimeout = time.Second
+	// DefaultHealthyThreshold is health_check.healthy_threshold when absent.
+	DefaultHealthyThreshold = 2
+	// DefaultUnhealthyThreshold is health_check.unhealthy_threshold when absent.
+	DefaultUnhealthyThreshold = 3
+
+	// DefaultConsecutiveFailures is outlier_detection.consecutive_failures when absent.
+	DefaultConsecutiveFailures = 5
+	// DefaultBaseEjectionTime is outlier_detection.base_ejection_time when absent.
+	DefaultBaseEjectionTime = 10 * time.Second
+	// DefaultMaxEjectionPercent is outlier_detection.max_ejection_percent when absent.
+	DefaultMaxEjectionPercent = 50
+
+	// DefaultConnectTimeout is timeouts.connect when absent.
+	DefaultConnectTimeout = 2 * time.Second
+	// DefaultResponseHeaderTimeout is timeouts.response_header when absent.
+	DefaultResponseHeaderTimeout = 30 * time.Second
+	// DefaultIdleTimeout is timeouts.idle when absent.
+	DefaultIdleTimeout = 90 * time.Second
+)
+
+// Config is a decoded, defaulted and validated configuration. It is only
+// returned when there are no error diagnostics, and is never mutated by this
+// package afterwards.
+type Config struct {
+	// LogLevel is one of trace, debug, info, warn, error (lower-cased; default info).
+	LogLevel string
+	// LogJSON selects JSON log output (default false).
+	LogJSON bool
+	// DrainTimeout is the graceful shutdown budget for in-flight requests
+	// (default 30s; >= 0).
+	DrainTimeout time.Duration
+
+	// Consul is the Consul agent connection. It is nil when no file has a
+	// consul block and no upstream uses Consul discovery; when an upstream has
+	// a consul block but no top-level consul block exists, it holds the
+	// defaults (including the CONSUL_HTTP_* environment).
+	Consul *Consul
+	// Control is the control API (always present, defaulted).
+	Control Control
+	// Telemetry configures metric sinks (always present, defaulted).
+	Telemetry Telemetry
+	// Listeners in source order (files in load order, blocks in file order).
+	Listeners []Listener
+	// Upstreams in source order.
+	Upstreams []Upstream
+
+	// Files are the configuration files that were read, in load order.
+	Files []string
+	// Warnings are the warning diagnostics (also returned by Load/Parse),
+	// e.g. "Not yet supported" features.
+	Warnings hcl2.Diagnostics
+}
+
+// Consul is the top-level consul block: how the agent reaches Consul.
+type Consul struct {
+	// Address is host:port of the Consul HTTP API, without scheme. Default:
+	// CONSUL_HTTP_ADDR, then 127.0.0.1:8500. An "http://" or "https://" prefix
+	// in the configured value (or the environment) sets Scheme and is removed.
+	Address string
+	// Scheme is "http" or "https". Default: from the address prefix, then
+	// CONSUL_HTTP_SSL, then "http".
+	Scheme string
+	// Token is the ACL token given inline (`token`) or by CONSUL_HTTP_TOKEN
+	// when neither token nor token_file is configured. Mutually exclusive with
+	// TokenFile in the file.
+	Token string
+	// TokenFile is a file holding the ACL token (`token_file`, default
+	// CONSUL_HTTP_TOKEN_FILE); it must exist when set in the file.
+	TokenFile string
+	// Datacenter for queries; empty means the agent's own.
+	Datacenter string
+	// Wait is the blocking-query wait time, 1s..10m (default 5m).
+	Wait time.Duration
+	// Stale allows stale reads.
+	Stale bool
+	// TLS configures HTTPS to Consul; nil when the block is absent.
+	TLS *TLS
+	// Register is the gateway's self-registration; nil when absent.
+	// Not yet supported by the gateway (warning).
+	Register *Register
+}
+
+// Register is consul.register: self-registration of this gateway.
+type Register struct {
+	// Service name (default "impulse-agent").
+	Service string
+	// Tags added to the registration.
+	Tags []string
+	// Address advertised; empty means the listener address.
+	Address string
+}
+
+// Control is the control API block.
+type Control struct {
+	// Address is host:port of the HTTP/1.1 control API (default 127.0.0.1:9901).
+	Address string
+	// TokenFile, when set, holds the bearer token every endpoint but
+	// /v1/health requires. It must exist.
+	TokenFile string
+}
+
+// Telemetry is the telemetry block.
+type Telemetry struct {
+	// PrometheusRetention is how long Prometheus keeps a metric after its last
+	// update (default 60s; > 0).
+	PrometheusRetention time.Duration
+	// StatsdAddress is host:port of a statsd sink; not yet supported (warning).
+	StatsdAddress string
+	// DogstatsdAddress is host:port of a DogStatsD sink; not yet supported (warning).
+	DogstatsdAddress string
+	// DisableHostname drops the hostname prefix from metric names (default true).
+	DisableHostname bool
+}
+
+// Listener is a listener "NAME" block: an HTTP/3 (QUIC, UDP) ingress.
+type Listener struct {
+	// Name is the block label, unique among listeners.
+	Name string
+	// Address is host:port to bind (UDP). The host may be empty (all
+	// interfaces); port 0 picks a free port.
+	Address string
+	// Protocol is "http3" (the default and the only accepted value).
+	Protocol string
+	// TLS holds the server certificate; CertFile and KeyFile are required and
+	// must exist.
+	TLS TLS
+	// Range is the listener block's definition range (`listener "NAME"`).
+	Range hcl2.Range
+}
+
+// Upstream is an upstream "NAME" block: routes plus the backends they go to.
+type Upstream struct {
+	// Name is the block label, unique among upstreams.
+	Name string
+	// LoadBalancing is round_robin (default), random, least_request,
+	// consistent_hash or ewma. Anything but round_robin is not yet supported
+	// (warning).
+	LoadBalancing string
+	// HashOn is the consistent_hash key: header:NAME, cookie:NAME, query:NAME,
+	// path, authority or client_ip. Required with consistent_hash, rejected
+	// otherwise. Not yet supported (warning).
+	HashOn string
+	// Routes has at least one route.
+	Routes []Route
+	// Backends are the static backends (may be empty when Consul is set).
+	Backends []Backend
+	// Consul configures discovered backends; nil when absent. At least one of
+	// Backends and Consul is present.
+	Consul *UpstreamConsul
+	// HealthCheck configures active checks; nil when absent. Not yet supported (warning).
+	HealthCheck *HealthCheck
+	// OutlierDetection configures passive tracking; nil when absent. Not yet
+	// supported (warning).
+	OutlierDetection *OutlierDetection
+	// TLS configures connections to HTTPS backends; nil when the block is
+	// absent (verification against the system roots).
+	TLS *TLS
+	// Timeouts are always set (defaulted).
+	Timeouts Timeouts
+	// Range is the upstream block's definition range (`upstream "NAME"`).
+	Range hcl2.Range
+}
+
+// Route is upstream.route: which requests go to the upstream.
+type Route struct {
+	// Host is empty (any host), an exact host name or IP (lower-cased; IPv6
+	// without brackets), or "*.suffix" matching exactly one or more labels
+	// before suffix. Never includes a port.
+	Host string
+	// PathPrefix starts with "/" (default "/").
+	PathPrefix string
+	// Methods are HTTP method tokens; empty means any method.
+	Methods []string
+	// Range is the route block's definition range.
+	Range hcl2.Range
+}
+
+// Backend is upstream.backend "NAME": a static backend.
+type Backend struct {
+	// Name is the block label, unique within its upstream.
+	Name string
+	// Address is the address as written in the file.
+	Address string
+	// Scheme is "http" (cleartext HTTP/1.1) or "https" (HTTP/2 over TLS),
+	// derived from Address by ParseBackendAddress.
+	Scheme string
+	// Host is the host name or IP (IPv6 without brackets).
+	Host string
+	// Port is 1..65535 (80 or 443 when the address has none).
+	Port int
+	// Weight is >= 1 (default 100).
+	Weight int
+	// Range is the backend block's definition range.
+	Range hcl2.Range
+}
+
+// UpstreamConsul is upstream.consul: backends discovered from the Consul catalog.
+type UpstreamConsul struct {
+	// Service is the Consul service name (required).
+	Service string
+	// Tags an instance must all carry.
+	Tags []string
+	// Health is "passing" (default) or "warning" (also admits instances whose
+	// worst check is warning).
+	Health string
+	// Datacenter, Namespace and Partition scope the query; empty means the
+	// agent's defaults.
+	Datacenter, Namespace, Partition string
+	// Scheme is how discovered instances are reached: "https" (HTTP/2 over
+	// TLS, the default, see DefaultDiscoveryScheme) or "http" (HTTP/1.1).
+	// A per-instance ServiceMeta "impulse-scheme" overrides it.
+	Scheme string
+}
+
+// HealthCheck is upstream.health_check (active checks).
+type HealthCheck struct {
+	// Path requested on each backend; starts with "/" (default /health).
+	Path string
+	// Interval between checks (default 5s); must be >= Timeout.
+	Interval time.Duration
+	// Timeout of one check (default 1s; > 0).
+	Timeout time.Duration
+	// HealthyThreshold consecutive successes mark a backend healthy (default 2; >= 1).
+	HealthyThreshold int
+	// UnhealthyThreshold consecutive failures mark it unhealthy (default 3; >= 1).
+	UnhealthyThreshold int
+}
+
+// OutlierDetection is upstream.outlier_detection (passive tracking).
+type OutlierDetection struct {
+	// ConsecutiveFailures before ejection (default 5; >= 1).
+	ConsecutiveFailures int
+	// BaseEjectionTime is the first ejection's length (default 10s; > 0).
+	BaseEjectionTime time.Duration
+	// MaxEjectionPercent caps ejected backends, 0..100 (default 50).
+	MaxEjectionPercent int
+}
+
+// TLS is a tls block. For listeners CertFile/KeyFile are the server
+// certificate; for consul and upstream blocks they are an optional client
+// certificate (both or neither) and CAFile replaces the system roots. Every
+// file named must exist when the configuration is loaded.
+type TLS struct {
+	// CAFile is a PEM bundle of roots that replaces the system roots
+	// (client side only; must exist when set).
+	CAFile string
+	// CertFile is a PEM certificate (chain): the server certificate of a
+	// listener (required) or an optional client certificate.
+	CertFile string
+	// KeyFile is the PEM private key of CertFile; set exactly when CertFile is.
+	KeyFile string
+	// ServerName overrides the name verified in the peer certificate (and sent
+	// as SNI); client side only.
+	ServerName string
+	// InsecureSkipVerify disables peer verification (client side only;
+	// default false).
+	InsecureSkipVerify bool
+}
+
+// Timeouts is upstream.timeouts; every value is > 0.
+type Timeouts struct {
+	// Connect bounds dialing a backend (default 2s).
+	Connect time.Duration
+	// ResponseHeader bounds waiting for the response header (default 30s);
+	// exceeding it answers 504.
+	ResponseHeader time.Duration
+	// Idle is how long an idle backend connection is kept (default 90s).
+	Idle time.Duration
+}

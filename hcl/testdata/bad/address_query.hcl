@@ -1,0 +1,14 @@
+listener "public" {
+  address = "127.0.0.1:8443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+upstream "web" {
+  route {}
+  backend "a" {
+    address = "127.0.0.1:8080?x=1"
+  }
+}

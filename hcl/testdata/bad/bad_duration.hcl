@@ -1,0 +1,20 @@
+drain_timeout = "30"
+
+listener "public" {
+  address = "127.0.0.1:8443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+upstream "web" {
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+  timeouts {
+    connect = "2 seconds"
+    idle    = "-1s"
+  }
+}

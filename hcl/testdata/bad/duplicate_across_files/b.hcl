@@ -1,0 +1,21 @@
+upstream "api" {
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+}
+
+upstream "web" {
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+}
+
+listener "public" {
+  address = "127.0.0.1:9443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}

@@ -1,0 +1,26 @@
+listener "public" {
+  address = "127.0.0.1:8443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+upstream "web" {
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+}
+
+upstream "api" {
+  route {
+    path_prefix = "/api"
+  }
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+  backend "a" {
+    address = "http://127.0.0.1:8081"
+  }
+}

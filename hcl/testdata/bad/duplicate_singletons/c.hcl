@@ -1,0 +1,2 @@
+consul {}
+telemetry {}

@@ -1,0 +1,15 @@
+# The smallest useful configuration: every omitted value takes its default.
+listener "public" {
+  address = "127.0.0.1:8443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+upstream "web" {
+  route {}
+  backend "a" {
+    address = "127.0.0.1:9443"
+  }
+}

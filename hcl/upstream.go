@@ -1,0 +1,207 @@
+package hcl
+
+import (
+	"fmt"
+	"strings"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+)
+
+// loadBalancingPolicies are the accepted upstream.load_balancing values
+// (interface.md). Whether the gateway implements one is decided by
+// notYetSupported, not here.
+var loadBalancingPolicies = []string{"round_robin", "random", "least_request", "consistent_hash", "ewma"}
+
+// buildUpstreams converts the upstream blocks; names are unique.
+func buildUpstreams(top blk, raws []*rawUpstream) []Upstream {
+	var out []Upstream
+	names := map[string]hcl2.Range{}
+	for _, r := range raws {
+		b := top.child(fmt.Sprintf("upstream %q", r.Name), r.DefRange)
+		u := buildUpstream(b, r) // checked even when a duplicate, to report everything at once
+		if prev, dup := names[r.Name]; dup {
+			b.blockErrorf("Duplicate upstream", "an upstream named %q is already defined at %s.", r.Name, posString(prev))
+			continue
+		}
+		names[r.Name] = r.DefRange
+		out = append(out, u)
+	}
+	return out
+}
+
+func buildUpstream(b blk, r *rawUpstream) Upstream {
+	u := Upstream{Name: r.Name, Range: r.DefRange, Timeouts: DefaultTimeouts()}
+
+	u.LoadBalancing = b.oneOf(r.LoadBalancing, DefaultLoadBalancing, loadBalancingPolicies...)
+	if r.LoadBalancing != nil {
+		b.unsupported("load_balancing."+u.LoadBalancing, r.LoadBalancing.Expr.Range())
+	}
+	hashOn, hashOK := b.strOK(r.HashOn, "")
+	u.HashOn = hashOn
+	switch {
+	case hashOn != "" && u.LoadBalancing != "consistent_hash":
+		b.errorf(r.HashOn, "", "Invalid hash_on", "hash_on is only used with load_balancing = \"consistent_hash\"; got load_balancing %q.", u.LoadBalancing)
+	case hashOn != "":
+		if why := checkHashOn(hashOn); why != "" {
+			b.errorf(r.HashOn, "", "Invalid hash_on", "%s.", why)
+			break
+		}
+		b.unsupported("upstream.hash_on", r.HashOn.Expr.Range())
+	case u.LoadBalancing == "consistent_hash" && (r.HashOn == nil || hashOK):
+		b.errorf(r.HashOn, "hash_on", "Missing hash_on", "load_balancing = \"consistent_hash\" needs hash_on (header:NAME, cookie:NAME, query:NAME, path, authority or client_ip).")
+	}
+
+	if len(r.Routes) == 0 {
+		b.blockErrorf("Missing route", "an upstream needs at least one route block.")
+	}
+	for _, rr := range r.Routes {
+		u.Routes = append(u.Routes, buildRoute(b.child("route", rr.DefRange), rr))
+	}
+
+	names := map[string]hcl2.Range{}
+	for _, rb := range r.Backends {
+		bb := b.child(fmt.Sprintf("backend %q", rb.Name), rb.DefRange)
+		be := buildBackend(bb, rb)
+		if prev, dup := names[rb.Name]; dup {
+			bb.blockErrorf("Duplicate backend", "a backend named %q is already defined in this upstream at %s.", rb.Name, posString(prev))
+			continue
+		}
+		names[rb.Name] = rb.DefRange
+		u.Backends = append(u.Backends, be)
+	}
+
+	if r.Consul != nil {
+		u.Consul = buildUpstreamConsul(b.child("consul", r.Consul.DefRange), r.Consul)
+	}
+	if len(r.Backends) == 0 && r.Consul == nil {
+		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both.")
+	}
+
+	if r.HealthCheck != nil {
+		u.HealthCheck = buildHealthCheck(b.child("health_check", r.HealthCheck.DefRange), r.HealthCheck)
+		b.unsupported("upstream.health_check", r.HealthCheck.DefRange)
+	}
+	if r.OutlierDetection != nil {
+		u.OutlierDetection = buildOutlierDetection(b.child("outlier_detection", r.OutlierDetection.DefRange), r.OutlierDetection)
+		b.unsupported("upstream.outlier_detection", r.OutlierDetection.DefRange)
+	}
+	if r.TLS != nil {
+		u.TLS = buildClientTLS(b, r.TLS)
+	}
+	if t := r.Timeouts; t != nil {
+		tb := b.child("timeouts", t.DefRange)
+		u.Timeouts.Connect = tb.duration(t.Connect, DefaultConnectTimeout, positive, 0)
+		u.Timeouts.ResponseHeader = tb.duration(t.ResponseHeader, DefaultResponseHeaderTimeout, positive, 0)
+		u.Timeouts.Idle = tb.duration(t.Idle, DefaultIdleTimeout, positive, 0)
+	}
+	return u
+}
+
+func buildRoute(b blk, r *rawRoute) Route {
+	rt := Route{Range: r.DefRange}
+	if host, ok := b.strOK(r.Host, ""); ok {
+		norm, why := normalizeRouteHost(host)
+		if why != "" {
+			b.errorf(r.Host, "", "Invalid host", "%s.", why)
+		}
+		rt.Host = norm
+	}
+	rt.PathPrefix = DefaultPathPrefix
+	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok {
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "must start with \"/\"; got %q.", p)
+		case strings.ContainsAny(p, "?#"):
+			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "must not contain a query or fragment; got %q.", p)
+		default:
+			rt.PathPrefix = p
+		}
+	}
+	rt.Methods = b.strList(r.Methods, func(m string) string {
+		if !isToken(m) {
+			return fmt.Sprintf("%q is not an HTTP method token", m)
+		}
+		return ""
+	})
+	return rt
+}
+
+func buildBackend(b blk, r *rawBackend) Backend {
+	be := Backend{Name: r.Name, Range: r.DefRange}
+	addr, ok := b.strOK(r.Address, "")
+	switch {
+	case r.Address == nil:
+		b.errorf(nil, "address", "Missing backend address", "address is required, as in \"http://127.0.0.1:8080\".")
+	case ok:
+		be.Address = addr
+		scheme, host, port, err := ParseBackendAddress(addr)
+		if err != nil {
+			b.errorf(r.Address, "", "Invalid backend address", "%s.", err.(*AddressError).Reason)
+			break
+		}
+		be.Scheme, be.Host, be.Port = scheme, host, port
+	}
+	be.Weight = b.intAtLeast(r.Weight, DefaultWeight, 1)
+	return be
+}
+
+func buildUpstreamConsul(b blk, r *rawUpstreamConsul) *UpstreamConsul {
+	c := &UpstreamConsul{
+		Tags:       b.strList(r.Tags, nil),
+		Health:     b.oneOf(r.Health, DefaultHealth, "passing", "warning"),
+		Datacenter: b.str(r.Datacenter, ""),
+		Namespace:  b.str(r.Namespace, ""),
+		Partition:  b.str(r.Partition, ""),
+		Scheme:     b.oneOf(r.Scheme, DefaultDiscoveryScheme, "http", "https"),
+	}
+	svc, ok := b.strOK(r.Service, "")
+	switch {
+	case r.Service == nil:
+		b.blockErrorf("Missing Consul service", "service is required: the Consul service whose instances become backends.")
+	case ok && svc == "":
+		b.errorf(r.Service, "", "Missing Consul service", "must not be empty.")
+	}
+	c.Service = svc
+	return c
+}
+
+func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
+	h := &HealthCheck{
+		Path:               DefaultHealthCheckPath,
+		Interval:           b.duration(r.Interval, DefaultHealthCheckInterval, positive, 0),
+		Timeout:            b.duration(r.Timeout, DefaultHealthCheckTimeout, positive, 0),
+		HealthyThreshold:   b.intAtLeast(r.HealthyThreshold, DefaultHealthyThreshold, 1),
+		UnhealthyThreshold: b.intAtLeast(r.UnhealthyThreshold, DefaultUnhealthyThreshold, 1),
+	}
+	if p, ok := b.strOK(r.Path, DefaultHealthCheckPath); ok {
+		if !strings.HasPrefix(p, "/") {
+			b.errorf(r.Path, "", "Invalid path", "must start with \"/\"; got %q.", p)
+		} else {
+			h.Path = p
+		}
+	}
+	if h.Interval < h.Timeout {
+		a := r.Interval
+		if a == nil {
+			a = r.Timeout
+		}
+		b.errorf(a, "interval", "Invalid interval", "interval (%s) must not be shorter than timeout (%s).", h.Interval, h.Timeout)
+	}
+	return h
+}
+
+func buildOutlierDetection(b blk, r *rawOutlierDetection) *OutlierDetection {
+	o := &OutlierDetection{
+		ConsecutiveFailures: b.intAtLeast(r.ConsecutiveFailures, DefaultConsecutiveFailures, 1),
+		BaseEjectionTime:    b.duration(r.BaseEjectionTime, DefaultBaseEjectionTime, positive, 0),
+		MaxEjectionPercent:  DefaultMaxEjectionPercent,
+	}
+	if n, ok := b.integer(r.MaxEjectionPercent, DefaultMaxEjectionPercent); ok {
+		if n < 0 || n > 100 {
+			b.errorf(r.MaxEjectionPercent, "", "Invalid value", "must be between 0 and 100; got %d.", n)
+		} else {
+			o.MaxEjectionPercent = n
+		}
+	}
+	return o
+}
