@@ -1,0 +1,42 @@
+// Package impulseagent holds repository-wide tests; the code lives in
+// agent/, discovery/, gateway/, hcl/ and cmd/impulse-agent/.
+package impulseagent
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection enforces the one-way flow of architecture.md:
+// cmd -> agent -> {hcl, discovery, gateway}; gateway knows nothing of Consul
+// or HCL; discovery knows nothing of the gateway or HCL; hcl knows neither.
+func TestDependencyDirection(t *testing.T) {
+	const mod = "github.com/impulse-agent/impulse-agent/"
+	forbidden := map[string][]string{
+		"gateway/...":   {mod + "agent", mod + "discovery", mod + "hcl", "github.com/hashicorp/consul", "github.com/hashicorp/hcl"},
+		"discovery/...": {mod + "agent", mod + "gateway", mod + "hcl", "github.com/quic-go"},
+		"hcl/...":       {mod + "agent", mod + "gateway", mod + "discovery", "github.com/hashicorp/consul"},
+		"agent/...":     {mod + "cmd"},
+	}
+	for pkgs, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", "./"+pkgs).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkgs, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, b := range bad {
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s must not depend on %s (found %s)", pkgs, b, dep)
+				}
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "./cmd/impulse-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "github.com/armon/go-metrics") {
+		t.Errorf("the binary links github.com/armon/go-metrics; use only github.com/hashicorp/go-metrics")
+	}
+}
