@@ -299,3 +299,6 @@ func readToken(path string) (string, error) {
 	}
 	return strings.TrimSpace(string(b)), nil
 }
+
+// ListenerAddrs returns the bound UDP address of every running listener.
+func (a *Agent) ListenerAddrs() map[string]net.Addr { return a.gw.Addrs() }

@@ -1,0 +1,354 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type running struct {
+	a      *Agent
+	dir    string
+	cfg    string
+	client *http.Client
+	logs   *syncBuffer
+	stop   func() error
+}
+
+// start runs an agent in-process on a config template; %[1]s and %[2]s are
+// the certificate and key files.
+func start(t *testing.T, config string) *running {
+	t.Helper()
+	dir := t.TempDir()
+	cert, err := selfsigned.New("localhost", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, cert.CertPEM, 0o600)
+	os.WriteFile(keyFile, cert.KeyPEM, 0o600)
+	cfgFile := filepath.Join(dir, "gateway.hcl")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(config, certFile, keyFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	a, err := New(Options{ConfigPaths: []string{cfgFile}, LogOutput: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.ControlAddr() == nil || len(a.ListenerAddrs()) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("agent exited: %v\n%s", err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent did not start\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"}}
+	r := &running{a: a, dir: dir, cfg: cfgFile, client: &http.Client{Transport: tr}, logs: logs}
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+			tr.Close()
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("agent stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", logs)
+		}
+	})
+	return r
+}
+
+func (r *running) url(listener, path string) string {
+	return "https://" + r.a.ListenerAddrs()[listener].String() + path
+}
+
+func (r *running) control(method, path, token string) (int, string) {
+	req, _ := http.NewRequest(method, "http://"+r.a.ControlAddr().String()+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (r *running) get(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := r.client.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const baseConfig = `
+control {
+  address = "127.0.0.1:0"
+}
+listener "main" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = %[1]q
+    key_file  = %[2]q
+  }
+}
+`
+
+func backend(t *testing.T, name string) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestReloadAddsRouteAndRejectsInvalid(t *testing.T) {
+	a, b := backend(t, "a"), backend(t, "b")
+	cfg := baseConfig + fmt.Sprintf(`
+upstream "a" {
+  route {
+    path_prefix = "/a"
+  }
+  backend "a" {
+    address = %q
+  }
+}
+`, a.URL)
+	r := start(t, cfg)
+	if code, body := r.get(t, r.url("main", "/a")); code != 200 || body != "a" {
+		t.Fatalf("/a: %d %q", code, body)
+	}
+	if code, _ := r.get(t, r.url("main", "/b")); code != 404 {
+		t.Fatalf("/b before reload: %d", code)
+	}
+	cert, key := filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
+	withB := fmt.Sprintf(cfg, cert, key) + fmt.Sprintf(`
+upstream "b" {
+  route {
+    path_prefix = "/b"
+  }
+  backend "b" {
+    address = %q
+  }
+}
+`, b.URL)
+	os.WriteFile(r.cfg, []byte(withB), 0o600)
+	code, body := r.control("POST", "/v1/reload", "")
+	if code != 200 || !strings.Contains(body, `"generation": 2`) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if code, body := r.get(t, r.url("main", "/b")); code != 200 || body != "b" {
+		t.Fatalf("/b after reload: %d %q", code, body)
+	}
+	os.WriteFile(r.cfg, []byte(withB+"\nupstream \"broken\" {\n  route {\n    path_prefix = \"nope\"\n  }\n}\n"), 0o600)
+	code, body = r.control("POST", "/v1/reload", "")
+	if code != 400 || !strings.Contains(body, "gateway.hcl:") {
+		t.Fatalf("invalid reload: %d %s", code, body)
+	}
+	if code, body := r.get(t, r.url("main", "/b")); code != 200 || body != "b" {
+		t.Fatalf("/b after rejected reload: %d %q", code, body)
+	}
+}
+
+func TestControlTokenAndSnapshots(t *testing.T) {
+	a := backend(t, "a")
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
+	cfg := strings.Replace(baseConfig, `address = "127.0.0.1:0"
+}`, fmt.Sprintf("address = \"127.0.0.1:0\"\n  token_file = %q\n}", tokenFile), 1) + fmt.Sprintf(`
+upstream "a" {
+  route {
+    host        = "*.example.com"
+    path_prefix = "/"
+  }
+  backend "a-1" {
+    address = %q
+  }
+}
+`, a.URL)
+	r := start(t, cfg)
+	if code, _ := r.control("GET", "/v1/health", ""); code != 200 {
+		t.Fatalf("/v1/health without token: %d", code)
+	}
+	if code, _ := r.control("GET", "/v1/backends", ""); code != 401 {
+		t.Fatalf("/v1/backends without token: %d, want 401", code)
+	}
+	if code, _ := r.control("GET", "/v1/backends", "wrong"); code != 401 {
+		t.Fatalf("/v1/backends wrong token: %d, want 401", code)
+	}
+	code, body := r.control("GET", "/v1/backends", "s3cret")
+	var backends []map[string]any
+	if err := json.Unmarshal([]byte(body), &backends); code != 200 || err != nil || len(backends) != 1 {
+		t.Fatalf("/v1/backends: %d %s", code, body)
+	}
+	if backends[0]["id"] != "a-1" || backends[0]["protocol"] != "http/1.1" || backends[0]["membership"] != "active" {
+		t.Fatalf("backend snapshot: %v", backends[0])
+	}
+	code, body = r.control("GET", "/v1/routes", "s3cret")
+	if code != 200 || !strings.Contains(body, `"host": "*.example.com"`) {
+		t.Fatalf("/v1/routes: %d %s", code, body)
+	}
+	code, body = r.control("GET", "/v1/ready", "s3cret")
+	if code != 200 {
+		t.Fatalf("/v1/ready: %d %s", code, body)
+	}
+	code, body = r.control("GET", "/metrics", "s3cret")
+	if code != 200 || !strings.Contains(body, "impulse_quic_connections") {
+		t.Fatalf("/metrics: %d", code)
+	}
+}
+
+func TestMetricsCountRequests(t *testing.T) {
+	a := backend(t, "a")
+	r := start(t, baseConfig+fmt.Sprintf(`
+upstream "a" {
+  route {
+    path_prefix = "/a"
+  }
+  backend "a" {
+    address = %q
+  }
+}
+`, a.URL))
+	r.get(t, r.url("main", "/a"))
+	r.get(t, r.url("main", "/missing"))
+	_, body := r.control("GET", "/metrics", "")
+	for _, want := range []string{
+		`impulse_requests{code="2xx",listener="main",reason="",upstream="a"} 1`,
+		`impulse_requests{code="4xx",listener="main",reason="no_route",upstream=""} 1`,
+		`impulse_request_duration_count{code="2xx",listener="main",upstream="a"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestShutdownDrainsAndReadinessDrops(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "part1;")
+		w.(http.Flusher).Flush()
+		close(started)
+		<-release
+		io.WriteString(w, "part2")
+	}))
+	defer slow.Close()
+	r := start(t, baseConfig+fmt.Sprintf(`
+upstream "slow" {
+  route {
+    path_prefix = "/"
+  }
+  backend "s" {
+    address = %q
+  }
+}
+`, slow.URL))
+	result := make(chan string, 1)
+	go func() {
+		resp, err := r.client.Get(r.url("main", "/"))
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		result <- string(b)
+	}()
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.stop() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if code, body := r.control("GET", "/v1/ready", ""); code == 503 && strings.Contains(body, "draining") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("readiness did not drop while draining")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if got := <-result; got != "part1;part2" {
+		t.Fatalf("in-flight response: %q", got)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+func TestSpecsFromSnapshot(t *testing.T) {
+	s := discovery.Snapshot{Instances: []discovery.Instance{
+		{ID: "n1/a", Address: "10.0.0.1", Port: 8080, Weight: 1},
+		{ID: "n1/b", Address: "10.0.0.2", Port: 8443, Weight: 3, Meta: map[string]string{MetaScheme: "https"}},
+		{ID: "n2/c", Address: "10.0.0.3", Port: 0},
+		{ID: "n2/d", Address: "10.0.0.4", Port: 80, Meta: map[string]string{MetaScheme: "gopher"}},
+	}}
+	got, skipped := specs(s, "http")
+	if len(got) != 2 || got[0].Scheme != "http" || got[1].Scheme != "https" || got[1].Weight != 3 {
+		t.Fatalf("specs = %+v", got)
+	}
+	if strings.Join(skipped, ",") != "n2/c,n2/d" {
+		t.Fatalf("skipped = %v", skipped)
+	}
+}
