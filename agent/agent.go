@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	hcl2 "github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/go-hclog"
+	hcl2 "github.com/hashicorp/hcl/v2"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/hcl"
