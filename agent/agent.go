@@ -242,7 +242,6 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err
 	}
-	gc.Logger, gc.Metrics = a.log.Named("gateway"), a.tel.metrics
 	if err := a.gw.Apply(context.Background(), gc); err != nil {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err

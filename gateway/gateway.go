@@ -112,8 +112,8 @@ func (g *Gateway) Generation() uint64 { return g.table.Load().generation }
 // Apply switches to cfg: upstreams whose transport settings are unchanged
 // keep their backends and connections; changed ones are rebuilt (keeping
 // what discovery reported) and the old ones drain; the route table is
-// swapped atomically; listeners are started, stopped or re-keyed. On error
-// nothing changes.
+// swapped atomically; listeners are started, stopped or re-keyed. Logger,
+// QUICLogger and Metrics are kept from New. On error nothing changes.
 func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -45,7 +45,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 
 	b.Acquire()
 	defer b.Release()
-	resp, _, ctx, cancel, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
+	resp, ctx, cancel, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
 	defer cancel(nil)
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)

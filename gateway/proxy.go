@@ -105,7 +105,7 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 // roundTrip sends out with the response-header timeout applied. The
 // returned context carries the cause when the timeout fired; the caller must
 // call cancel once the response body is done.
-func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, *http.Request, context.Context, context.CancelCauseFunc, error) {
+func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, error) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	out := outgoing(ctx, r, b)
 	var timer *time.Timer
@@ -118,7 +118,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 		resp.Body.Close()
 		resp, err = nil, transport.ErrResponseHeaderTimeout
 	}
-	return resp, out, ctx, cancel, err
+	return resp, ctx, cancel, err
 }
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
