@@ -9,6 +9,7 @@ require (
 	github.com/hashicorp/go-metrics v0.7.0
 	github.com/hashicorp/hcl/v2 v2.25.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/quic-go/qpack v0.6.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/zclconf/go-cty v1.19.0
 	go.uber.org/goleak v1.3.0
@@ -39,7 +40,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/quic-go/qpack v0.6.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/mod v0.41.0 // indirect

@@ -1,0 +1,23 @@
+// Package discovery watches Consul's health endpoint and emits the full set of
+// usable instances of a service whenever that set changes.
+//
+// It owns the consul/api client and knows nothing about the gateway or the
+// HCL configuration: callers describe what to watch with a [Query] and receive
+// Consul-free [Snapshot] values.
+//
+// Each [Client.Watch] runs one blocking-query loop. The loop is split in two:
+//
+//   - a fetch performs exactly one blocking call for a given index and returns
+//     the instances, the X-Consul-Index of the reply and an error;
+//   - a generic loop owns the index (the rules of the Consul "Blocking Queries →
+//     Implementation details" documentation: same index means no change, an
+//     index that goes backwards resets to 0, an index below 1 is replaced by
+//     1; and, beyond the documentation, the first query after a failure is a
+//     non-blocking read so a restarted cluster is seen at once), the
+//     token-bucket rate limit, the retries with jittered exponential backoff
+//     and stopping on its context.
+//
+// Errors (transport failures, timeouts, 5xx, 403 ACL denied) never produce a
+// snapshot: the last emitted set stays the truth until Consul answers again.
+// They are logged, counted in metrics and visible through [Client.Status].
+package discovery

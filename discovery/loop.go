@@ -1,0 +1,101 @@
+package discovery
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// fetchFunc performs ONE blocking query at index and returns its result and
+// the reply's X-Consul-Index. It knows nothing about retries or indexes.
+type fetchFunc[T any] func(ctx context.Context, index uint64) (T, uint64, error)
+
+// blockingLoop drives a fetchFunc until its context is done. It owns the
+// blocking index, the rate limit, retries and stopping; what to do with a
+// result is up to the hooks. It is generic so the rules live in one place and
+// are tested without Consul.
+type blockingLoop[T any] struct {
+	fetch   fetchFunc[T]
+	limiter *rate.Limiter
+	backoff backoff
+
+	// changed is called with a result whose index differs from the index
+	// sent (or the first result): the data may have changed.
+	changed func(result T, index uint64)
+	// unchanged is called when a reply carries the index that was sent: by
+	// the Consul blocking-query rules nothing changed (the wait timed out).
+	unchanged func(index uint64)
+	// reset is called when a reply's index went backwards or was 0.
+	reset func(sent, got uint64)
+	// failed is called after a failed fetch with the retry number (1, 2, …)
+	// and the delay before that retry.
+	failed func(err error, attempt int, retryIn time.Duration)
+}
+
+// nextIndex applies the index rules of the Consul documentation ("Blocking
+// Queries → Implementation details") to the index sent and the index got:
+//   - an index below 1 is never used for blocking: use 1, so a buggy 0 cannot
+//     make every query return at once (the rate limit bounds it further);
+//   - an index lower than the one sent means the Raft index was reset (e.g.
+//     a restarted dev agent or a new cluster): reset to 0, a full read;
+//   - otherwise block on the index got (equal means "no change").
+func nextIndex(sent, got uint64) (next uint64, reset bool) {
+	switch {
+	case got < 1:
+		return 1, true
+	case got < sent:
+		return 0, true
+	default:
+		return got, false
+	}
+}
+
+// run loops until ctx is done and returns ctx.Err(). Errors are reported via
+// failed and retried with backoff forever; a success resets the backoff; the
+// first query after an error is a non-blocking read.
+func (l *blockingLoop[T]) run(ctx context.Context) error {
+	var index uint64 // 0: the first query is a non-blocking read
+	first := true
+	attempt := 0
+	for {
+		if err := l.limiter.Wait(ctx); err != nil {
+			// Either ctx is done or its deadline comes before the next token:
+			// no further query can be made in time, so wait it out.
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		result, got, err := l.fetch(ctx, index)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			// After a failure, resync with a non-blocking read (index 0). The
+			// failure may hide a reset cluster (a restarted dev agent, a
+			// restore, a fail-over): a blocking query carrying the old, higher
+			// index would hang there for the whole wait before the index rules
+			// above could notice. The content comparison downstream keeps the
+			// extra read from emitting anything when nothing changed.
+			index = 0
+			attempt++
+			d := l.backoff.delay(attempt)
+			l.failed(err, attempt, d)
+			if !sleep(ctx, d) {
+				return ctx.Err()
+			}
+			continue
+		}
+		attempt = 0
+		sent := index
+		next, reset := nextIndex(sent, got)
+		if reset {
+			l.reset(sent, got)
+		}
+		if first || got != sent {
+			l.changed(result, got)
+		} else {
+			l.unchanged(got)
+		}
+		first, index = false, next
+	}
+}

@@ -1,0 +1,186 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"golang.org/x/time/rate"
+)
+
+// WatchStatus describes one running watch, for readiness reporting.
+type WatchStatus struct {
+	Query Query
+	// Synced is true once at least one query succeeded (a snapshot was emitted).
+	Synced bool
+	// LastSuccess is when the last query succeeded; zero before the first.
+	LastSuccess time.Time
+	// LastError is the error of the last query, "" when it succeeded. It
+	// names the endpoint and the HTTP status or failure reason; never a token.
+	LastError string
+	// LastIndex is the X-Consul-Index of the last successful reply.
+	LastIndex uint64
+	// Instances is the size of the last emitted snapshot.
+	Instances int
+}
+
+// watchState is the mutable status of one Watch call.
+type watchState struct {
+	mu sync.Mutex
+	st WatchStatus
+}
+
+func (w *watchState) update(f func(*WatchStatus)) {
+	w.mu.Lock()
+	f(&w.st)
+	w.mu.Unlock()
+}
+
+// Status returns the status of every running watch, sorted by Query.Key().
+// Watches that returned are not listed.
+func (c *Client) Status() []WatchStatus {
+	c.mu.Lock()
+	out := make([]WatchStatus, 0, len(c.watches))
+	for w := range c.watches {
+		w.mu.Lock()
+		out = append(out, w.st)
+		w.mu.Unlock()
+	}
+	c.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b WatchStatus) int { return cmp.Compare(a.Query.Key(), b.Query.Key()) })
+	return out
+}
+
+// Watch runs a blocking-query loop on /v1/health/service/<q.Service> until ctx
+// is done, then returns ctx.Err(). It returns another error only for an
+// invalid query or a nil emit, before contacting Consul.
+//
+// emit receives the full usable instance set: first after the first
+// successful query (even if empty), then only when the set changed in content
+// (any field of any instance), whatever the index says. Failed queries never
+// emit; they are logged, counted and retried with jittered exponential backoff
+// (MinBackoff..MaxBackoff), forever. emit is called from the calling
+// goroutine, must be cheap and must not modify the snapshot.
+func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error {
+	q, err := q.normalize()
+	if err != nil {
+		return err
+	}
+	if emit == nil {
+		return errors.New("discovery: watch " + q.Service + ": emit is nil")
+	}
+	w := &watchState{st: WatchStatus{Query: q}}
+	c.mu.Lock()
+	c.watches[w] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.watches, w)
+		c.mu.Unlock()
+	}()
+
+	log := c.cfg.Logger.With("service", q.Service, "query", q.Key())
+	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
+	var last []Instance
+	emitted := false
+	failures := 0 // consecutive, for the recovery log line
+	recovered := func(index uint64) {
+		if failures > 0 {
+			log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
+			failures = 0
+		}
+	}
+	loop := &blockingLoop[[]Instance]{
+		fetch: func(ctx context.Context, index uint64) ([]Instance, uint64, error) {
+			return c.fetch(ctx, q, endpoint, index)
+		},
+		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
+		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
+		changed: func(ins []Instance, index uint64) {
+			now := time.Now()
+			recovered(index)
+			c.succeeded(q.Service, w, index, now)
+			if emitted && sameInstances(last, ins) {
+				return
+			}
+			if !emitted {
+				log.Info("synced", "instances", len(ins), "index", index)
+			} else {
+				log.Debug("instances changed", "instances", len(ins), "index", index)
+			}
+			last, emitted = ins, true
+			w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, len(ins) })
+			c.metrics.instances(q.Service, len(ins))
+			emit(Snapshot{Query: q, Instances: ins, Index: index, Time: now})
+		},
+		unchanged: func(index uint64) {
+			recovered(index)
+			c.succeeded(q.Service, w, index, time.Now())
+		},
+		reset: func(sent, got uint64) {
+			log.Debug("blocking index went backwards or was 0; resetting", "endpoint", endpoint, "sent", sent, "got", got)
+			c.metrics.indexReset(q.Service)
+		},
+		failed: func(err error, attempt int, retryIn time.Duration) {
+			var qe *queryError
+			if !errors.As(err, &qe) {
+				qe = classify(endpoint, err)
+			}
+			log.Warn("consul query failed; keeping the last known instances",
+				"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
+				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
+			failures = attempt
+			c.metrics.queryError(q.Service, qe.reason)
+			w.update(func(s *WatchStatus) { s.LastError = qe.Error() })
+		},
+	}
+	return loop.run(ctx)
+}
+
+// succeeded records a successful reply in the status and metrics.
+func (c *Client) succeeded(service string, w *watchState, index uint64, at time.Time) {
+	w.update(func(s *WatchStatus) { s.LastSuccess, s.LastError, s.LastIndex = at, "", index })
+	c.metrics.success(service, at)
+}
+
+// fetch performs one blocking query of the health endpoint at index and
+// returns the usable instances of q and the reply's X-Consul-Index. Errors are
+// *queryError. With the passing policy Consul filters server-side (?passing);
+// the policy is applied again in code so node checks and maintenance count
+// the same way for both policies.
+func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64) (_ []Instance, _ uint64, err error) {
+	opts := (&api.QueryOptions{
+		Datacenter: q.Datacenter,
+		Namespace:  q.Namespace,
+		Partition:  q.Partition,
+		AllowStale: c.cfg.Stale,
+		WaitIndex:  index,
+		WaitTime:   c.cfg.Wait,
+	}).WithContext(ctx)
+	start := time.Now()
+	defer func() { c.metrics.queryDone(q.Service, start, err) }()
+	entries, meta, err := c.api.Health().ServiceMultipleTags(q.Service, q.Tags, q.Health == HealthPassing, opts)
+	if err != nil {
+		return nil, 0, classify(endpoint, unwrapURL(err))
+	}
+	if meta.ResultsFilteredByACLs && len(entries) == 0 {
+		return nil, 0, classify(endpoint, errACLFiltered)
+	}
+	return instances(q, entries), meta.LastIndex, nil
+}
+
+// unwrapURL drops the *url.Error wrapper (method and full URL) around
+// transport errors: the error names the endpoint itself. The inner error keeps
+// its Timeout() bit for classify.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
