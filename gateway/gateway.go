@@ -189,7 +189,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 }
 
 func sameTransport(a, b upstream.Config) bool {
-	return a.TLS == b.TLS && a.LoadBalancing == b.LoadBalancing && a.ConnectTimeout == b.ConnectTimeout &&
+	return a.TLS == b.TLS && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
 		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
 }
 

@@ -45,8 +45,9 @@ func (s Spec) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Por
 // Config is an upstream's static configuration.
 type Config struct {
 	Name string
-	// LoadBalancing names a balance policy ("" = round_robin).
-	LoadBalancing string
+	// LoadBalancing names a balance policy ("" = round_robin); HashOn is the
+	// consistent_hash key (balance.Options).
+	LoadBalancing, HashOn string
 	// TLS is the client configuration for HTTP/2-over-TLS backends (nil:
 	// system roots, verification on).
 	TLS *tls.Config
@@ -78,6 +79,16 @@ func (b *Backend) Weight() int {
 	return b.Spec.Weight
 }
 
+// Key implements balance.Candidate: the stable identity used for hashing.
+func (b *Backend) Key() string { return b.ID }
+
+// Eligible implements balance.Candidate. Until health tracking exists every
+// member is eligible; removed backends are never in a published set.
+func (b *Backend) Eligible() bool { return true }
+
+// LatencyEWMA implements balance.Candidate; 0 means no sample yet.
+func (b *Backend) LatencyEWMA() float64 { return 0 }
+
 // InFlight implements balance.Candidate: requests currently in flight.
 func (b *Backend) InFlight() int64 { return b.inFlight.Load() }
 
@@ -104,8 +115,8 @@ func (b *Backend) Release() {
 
 // Set is an immutable snapshot of an upstream's eligible backends.
 type Set struct {
-	Backends   []*Backend
-	candidates []balance.Candidate
+	Backends []*Backend
+	picker   balance.Picker
 	// Pending is true while a discovery-fed upstream has not synced yet.
 	Pending bool
 }
@@ -127,12 +138,12 @@ type Upstream struct {
 
 // New returns an upstream with no members. Errors: an unknown policy.
 func New(cfg Config) (*Upstream, error) {
-	p, err := balance.New(cfg.LoadBalancing)
+	p, err := balance.New(cfg.LoadBalancing, balance.Options{HashOn: cfg.HashOn})
 	if err != nil {
 		return nil, err
 	}
 	u := &Upstream{cfg: cfg, policy: p, backends: map[string]*Backend{}}
-	u.set.Store(&Set{Pending: cfg.Discovered})
+	u.set.Store(&Set{Pending: cfg.Discovered, picker: p.Picker(nil)})
 	return u, nil
 }
 
@@ -152,10 +163,11 @@ func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 	if len(s.Backends) == 0 {
 		return nil, s
 	}
-	if len(s.Backends) == 1 {
-		return s.Backends[0], s
+	i := s.picker.Pick(r)
+	if i < 0 {
+		return nil, s
 	}
-	return s.Backends[u.policy.Pick(s.candidates, r)], s
+	return s.Backends[i], s
 }
 
 // SetStatic replaces the static members. Errors: a spec the transport
@@ -233,10 +245,11 @@ func (u *Upstream) publish() {
 		}
 		return s.Backends[i].ID < s.Backends[j].ID
 	})
-	s.candidates = make([]balance.Candidate, len(s.Backends))
+	cands := make([]balance.Candidate, len(s.Backends))
 	for i, b := range s.Backends {
-		s.candidates[i] = b
+		cands[i] = b
 	}
+	s.picker = u.policy.Picker(cands)
 	u.set.Store(s)
 }
 

@@ -1,0 +1,170 @@
+// Package health tracks one backend's health from two sources that stay
+// separate: active checks (consecutive-threshold transitions) and passive
+// outcome tracking of real requests (outlier ejection). Eligible combines
+// them without a clock read, so selection can call it on the hot path.
+package health
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Status is the active-check health of a backend.
+type Status uint8
+
+// Active-check states. A backend starts Unknown until its first check.
+const (
+	Unknown Status = iota
+	Healthy
+	Unhealthy
+)
+
+func (s Status) String() string {
+	switch s {
+	case Healthy:
+		return "healthy"
+	case Unhealthy:
+		return "unhealthy"
+	default:
+		return "unknown"
+	}
+}
+
+// Outcome classifies one proxied request for passive tracking.
+type Outcome uint8
+
+// Outcomes: Success (a response below 500), Failure (connect error, reset,
+// timeout or 5xx), Neutral (the client went away; says nothing about the
+// backend).
+const (
+	Neutral Outcome = iota
+	Success
+	Failure
+)
+
+// ActiveConfig is the health_check block. Thresholds count consecutive
+// results, not totals (case B25).
+type ActiveConfig struct {
+	// Path requested on the backend, e.g. "/health".
+	Path string
+	// Interval between checks (jittered ±10% by the checker) and the
+	// Timeout of one check.
+	Interval, Timeout time.Duration
+	// HealthyThreshold consecutive passes make an unhealthy backend healthy;
+	// UnhealthyThreshold consecutive failures make a healthy or unknown one
+	// unhealthy. Both ≥ 1.
+	HealthyThreshold, UnhealthyThreshold int
+	// UnknownIsHealthy lets a backend receive traffic before its first check
+	// completes (default true in the agent: a new instance is usable at once).
+	UnknownIsHealthy bool
+}
+
+// PassiveConfig is the outlier_detection block.
+type PassiveConfig struct {
+	// ConsecutiveFailures ejects a backend after this many failures in a row
+	// (≥ 1).
+	ConsecutiveFailures int
+	// BaseEjectionTime × the number of times the backend was ejected is the
+	// ejection length, capped at MaxEjectionTime (default 10 × base).
+	BaseEjectionTime, MaxEjectionTime time.Duration
+	// MaxEjectionPercent bounds the share of an upstream's backends ejected
+	// at once, 0..100 (enforced by Budget).
+	MaxEjectionPercent int
+}
+
+// Budget enforces max_ejection_percent across one upstream. Safe for
+// concurrent use.
+type Budget struct {
+	ejected atomic.Int64
+	// Size returns the number of backends the percentage applies to.
+	Size func() int
+}
+
+// tryEject reserves one ejection if the upstream stays within pct.
+func (b *Budget) tryEject(pct int) bool {
+	if b == nil {
+		return true
+	}
+	n := b.Size()
+	for {
+		cur := b.ejected.Load()
+		if (cur+1)*100 > int64(pct)*int64(n) {
+			return false
+		}
+		if b.ejected.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
+func (b *Budget) release() {
+	if b != nil {
+		b.ejected.Add(-1)
+	}
+}
+
+// Ejected is the number of backends currently ejected.
+func (b *Budget) Ejected() int64 { return b.ejected.Load() }
+
+// Transition is reported whenever a backend's active status or ejection
+// changes.
+type Transition struct {
+	From, To Status
+	// Ejected is true for an ejection, Returned for the end of one; both are
+	// false for an active-check transition.
+	Ejected, Returned bool
+	// Reason is the canonical reason of the last failure ("timeout",
+	// "status 503", "connect", ...), empty on recovery.
+	Reason string
+	// Until is the end of an ejection.
+	Until time.Time
+}
+
+// State is one backend's health. The zero value is not usable; use New.
+type State struct {
+	active  *ActiveConfig
+	passive *PassiveConfig
+	budget  *Budget
+	notify  func(Transition)
+
+	// Read on the hot path without the lock.
+	usable  atomic.Bool // active status admits traffic
+	ejected atomic.Bool
+
+	mu          sync.Mutex // guards everything below
+	status      Status
+	reason      string
+	okRun       int
+	failRun     int
+	passiveRun  int
+	ejections   int
+	ejectedTill time.Time
+	timer       *time.Timer
+	closed      bool
+}
+
+// New returns the state of one backend. active and passive may be nil
+// (feature off); budget may be nil (no cap); notify (may be nil) is called
+// with each transition, outside the lock.
+func New(active *ActiveConfig, passive *PassiveConfig, budget *Budget, notify func(Transition)) *State {
+	s := &State{active: active, passive: passive, budget: budget, notify: notify}
+	s.usable.Store(active == nil || active.UnknownIsHealthy)
+	return s
+}
+
+// Eligible reports whether the backend may receive traffic: active status
+// admits it and it is not ejected. Lock-free, no clock read.
+func (s *State) Eligible() bool { return s.usable.Load() && !s.ejected.Load() }
+
+// Snapshot returns the active status, its canonical reason and the ejection
+// end (zero when not ejected).
+func (s *State) Snapshot() (Status, string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var till time.Time
+	if s.ejected.Load() {
+		till = s.ejectedTill
+	}
+	return s.status, s.reason, till
+}

@@ -1,0 +1,155 @@
+package health
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+type recorder struct {
+	mu sync.Mutex
+	ts []Transition
+}
+
+func (r *recorder) add(t Transition) { r.mu.Lock(); r.ts = append(r.ts, t); r.mu.Unlock() }
+
+// TestB25ThresholdsCountConsecutiveResults: alternating results never reach
+// a threshold; three failures in a row do, then two passes recover.
+func TestB25ThresholdsCountConsecutiveResults(t *testing.T) {
+	s := New(&ActiveConfig{HealthyThreshold: 2, UnhealthyThreshold: 3}, nil, nil, nil)
+	s.ObserveCheck(true, "")
+	for i := 0; i < 60; i++ {
+		s.ObserveCheck(i%2 == 1, "status 500")
+		if st, _, _ := s.Snapshot(); st != Healthy || !s.Eligible() {
+			t.Fatalf("step %d: %v after alternating results", i, st)
+		}
+	}
+	steps := []struct {
+		ok   bool
+		want Status
+	}{{false, Healthy}, {false, Healthy}, {false, Unhealthy}, {true, Unhealthy}, {true, Healthy}}
+	for i, st := range steps {
+		s.ObserveCheck(st.ok, "status 500")
+		if got, _, _ := s.Snapshot(); got != st.want {
+			t.Fatalf("step %d: %v, want %v", i, got, st.want)
+		}
+		if s.Eligible() != (st.want == Healthy) {
+			t.Fatalf("step %d: eligible=%v", i, s.Eligible())
+		}
+	}
+}
+
+func TestB25PassiveConsecutiveFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		s := New(nil, &PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: 10 * time.Second}, nil, rec.add)
+		for i := 0; i < 60; i++ {
+			if i%2 == 0 {
+				s.Observe(Failure, "status 503")
+			} else {
+				s.Observe(Success, "")
+			}
+		}
+		s.Observe(Neutral, "")
+		if !s.Eligible() {
+			t.Fatal("ejected by alternating results")
+		}
+		for i := 0; i < 3; i++ {
+			s.Observe(Failure, "reset")
+		}
+		if s.Eligible() {
+			t.Fatal("not ejected after three consecutive failures")
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		if !s.Eligible() {
+			t.Fatal("not back after the ejection time")
+		}
+		// Second ejection lasts twice as long.
+		for i := 0; i < 3; i++ {
+			s.Observe(Failure, "reset")
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		if s.Eligible() {
+			t.Fatal("second ejection ended after one base time")
+		}
+		time.Sleep(10 * time.Second)
+		if !s.Eligible() {
+			t.Fatal("second ejection did not end after two base times")
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if len(rec.ts) != 4 || !rec.ts[0].Ejected || rec.ts[0].Reason != "reset" || !rec.ts[1].Returned {
+			t.Fatalf("transitions %+v", rec.ts)
+		}
+	})
+}
+
+func TestMaxEjectionPercent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &Budget{Size: func() int { return 4 }}
+		cfg := &PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Second, MaxEjectionPercent: 50}
+		var states []*State
+		for i := 0; i < 4; i++ {
+			states = append(states, New(nil, cfg, b, nil))
+		}
+		for _, s := range states {
+			s.Observe(Failure, "reset")
+		}
+		ejected := 0
+		for _, s := range states {
+			if !s.Eligible() {
+				ejected++
+			}
+		}
+		if ejected != 2 || b.Ejected() != 2 {
+			t.Fatalf("%d ejected (budget %d), want 2 of 4 at 50%%", ejected, b.Ejected())
+		}
+		time.Sleep(2 * time.Second)
+		if b.Ejected() != 0 {
+			t.Fatalf("budget not released: %d", b.Ejected())
+		}
+		for _, s := range states {
+			s.Close()
+		}
+	})
+}
+
+func TestUnknownBeforeFirstCheck(t *testing.T) {
+	if New(&ActiveConfig{HealthyThreshold: 2, UnhealthyThreshold: 2}, nil, nil, nil).Eligible() {
+		t.Fatal("unknown backend eligible with UnknownIsHealthy=false")
+	}
+	s := New(&ActiveConfig{HealthyThreshold: 2, UnhealthyThreshold: 2, UnknownIsHealthy: true}, nil, nil, nil)
+	if !s.Eligible() {
+		t.Fatal("unknown backend not eligible with UnknownIsHealthy=true")
+	}
+	s.ObserveCheck(false, "timeout")
+	s.ObserveCheck(false, "timeout")
+	if st, reason, _ := s.Snapshot(); st != Unhealthy || reason != "timeout" || s.Eligible() {
+		t.Fatalf("%v %q", st, reason)
+	}
+}
+
+// TestHangingProbeIsTimeout: a probe that never answers counts as a timeout
+// failure at each interval.
+func TestHangingProbeIsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(&ActiveConfig{Interval: time.Second, Timeout: 100 * time.Millisecond, HealthyThreshold: 1, UnhealthyThreshold: 2, UnknownIsHealthy: true}, nil, nil, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			RunChecks(ctx, ActiveConfig{Interval: time.Second, Timeout: 100 * time.Millisecond}, func(ctx context.Context) (bool, string) {
+				<-ctx.Done()
+				return true, ""
+			}, s)
+			close(done)
+		}()
+		time.Sleep(3 * time.Second)
+		if st, reason, _ := s.Snapshot(); st != Unhealthy || reason != "timeout" {
+			t.Fatalf("%v %q after hanging probes", st, reason)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -1,0 +1,110 @@
+package health
+
+import "time"
+
+// ObserveCheck records one active-check result and applies the
+// consecutive thresholds; reason describes a failure.
+func (s *State) ObserveCheck(ok bool, reason string) {
+	if s.active == nil {
+		return
+	}
+	s.mu.Lock()
+	from := s.status
+	if ok {
+		s.okRun++
+		s.failRun = 0
+		if s.status != Healthy && (s.status == Unknown || s.okRun >= s.active.HealthyThreshold) {
+			// Unknown → healthy on the first pass; unhealthy needs the threshold.
+			s.status, s.reason = Healthy, ""
+		}
+	} else {
+		s.failRun++
+		s.okRun = 0
+		s.reason = reason
+		if s.status != Unhealthy && s.failRun >= s.active.UnhealthyThreshold {
+			s.status = Unhealthy
+		}
+	}
+	to := s.status
+	s.usable.Store(to == Healthy || (to == Unknown && s.active.UnknownIsHealthy))
+	r := s.reason
+	s.mu.Unlock()
+	if from != to && s.notify != nil {
+		s.notify(Transition{From: from, To: to, Reason: r})
+	}
+}
+
+// Observe records the outcome of one proxied request (exactly once per
+// request). Consecutive failures eject the backend for base × ejections
+// (capped) unless the upstream's max_ejection_percent is reached; a success
+// resets the run.
+func (s *State) Observe(o Outcome, reason string) {
+	if s.passive == nil || o == Neutral {
+		return
+	}
+	s.mu.Lock()
+	if o == Success {
+		s.passiveRun = 0
+		if s.ejections > 0 && time.Since(s.ejectedTill) > s.maxEjection() {
+			// Well-behaved for a full cap since the last ejection: forget it.
+			s.ejections = 0
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.passiveRun++
+	if s.passiveRun < s.passive.ConsecutiveFailures || s.ejected.Load() || s.closed || !s.budget.tryEject(s.passive.MaxEjectionPercent) {
+		s.mu.Unlock()
+		return
+	}
+	s.ejections++
+	d := min(s.passive.BaseEjectionTime*time.Duration(s.ejections), s.maxEjection())
+	s.passiveRun = 0
+	s.ejectedTill = time.Now().Add(d)
+	s.ejected.Store(true)
+	s.timer = time.AfterFunc(d, s.unEject)
+	t := Transition{From: s.status, To: s.status, Ejected: true, Reason: reason, Until: s.ejectedTill}
+	s.mu.Unlock()
+	if s.notify != nil {
+		s.notify(t)
+	}
+}
+
+// unEject ends an ejection: the backend is eligible again and must earn its
+// way out of the next one with fresh consecutive failures.
+func (s *State) unEject() {
+	s.mu.Lock()
+	if !s.ejected.Load() {
+		s.mu.Unlock()
+		return
+	}
+	s.ejected.Store(false)
+	s.budget.release()
+	t := Transition{From: s.status, To: s.status, Returned: true}
+	s.mu.Unlock()
+	if s.notify != nil {
+		s.notify(t)
+	}
+}
+
+// Close stops the ejection timer and releases the budget; the backend has
+// left its upstream.
+func (s *State) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.ejected.Load() {
+		s.ejected.Store(false)
+		s.budget.release()
+	}
+}
+
+func (s *State) maxEjection() time.Duration {
+	if s.passive.MaxEjectionTime > 0 {
+		return s.passive.MaxEjectionTime
+	}
+	return 10 * s.passive.BaseEjectionTime
+}
