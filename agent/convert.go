@@ -8,6 +8,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
@@ -34,11 +35,20 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		uc := gateway.UpstreamConfig{Config: upstream.Config{
 			Name:                  u.Name,
 			LoadBalancing:         u.LoadBalancing,
+			HashOn:                u.HashOn,
 			ConnectTimeout:        u.Timeouts.Connect,
 			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 			IdleTimeout:           u.Timeouts.Idle,
 			Discovered:            u.Consul != nil,
 		}}
+		if hc := u.HealthCheck; hc != nil {
+			uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
+				HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: true}
+		}
+		if od := u.OutlierDetection; od != nil {
+			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,
+				BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
+		}
 		if u.TLS != nil {
 			tc, err := clientTLS(u.TLS)
 			if err != nil {

@@ -147,6 +147,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		if _, dup := next.upstreams[uc.Name]; dup {
 			return fail(fmt.Errorf("gateway: duplicate upstream %q", uc.Name))
 		}
+		uc.Events = g.onEvent
 		u, reused := old.upstreams[uc.Name], false
 		if u != nil && sameTransport(u.Config(), uc.Config) {
 			reused = true
@@ -189,8 +190,12 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 }
 
 func sameTransport(a, b upstream.Config) bool {
-	return a.TLS == b.TLS && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
+	return a.TLS == b.TLS && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
 		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 func sameSpecs(a, b []upstream.Spec) bool {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -44,11 +45,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	}
 
 	b.Acquire()
-	defer b.Release()
+	outcome, failReason := health.Neutral, ""
+	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	resp, ctx, cancel, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
 	defer cancel(nil)
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)
+		if status != transport.StatusClientClosed {
+			outcome, failReason = health.Failure, reason
+		}
 		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
 		rec.finish(w, up, b, status, reason)
 		return
@@ -57,6 +62,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	backendErr, clientErr := copyResponse(w, resp)
 	switch {
 	case backendErr != nil && r.Context().Err() == nil:
+		outcome, failReason = health.Failure, transport.ReasonBodyFailed
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
 		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
 		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
@@ -64,6 +70,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	case clientErr != nil || backendErr != nil:
 		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
 	default:
+		outcome = health.Success
+		if resp.StatusCode >= 500 {
+			outcome, failReason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
+		}
 		rec.record(up, b, resp.StatusCode, "")
 	}
 }

@@ -12,9 +12,10 @@ import (
 // Metric keys, relative to the go-metrics service name (the agent uses
 // "impulse", so Prometheus shows impulse_requests and so on).
 var (
-	metricRequests        = []string{"requests"}
-	metricRequestDuration = []string{"request", "duration"}
-	metricQUICConns       = []string{"quic", "connections"}
+	metricRequests          = []string{"requests"}
+	metricRequestDuration   = []string{"request", "duration"}
+	metricQUICConns         = []string{"quic", "connections"}
+	metricHealthTransitions = []string{"backend", "health", "transitions"}
 )
 
 // Definitions describe the gateway's metrics for the Prometheus sink, with
@@ -23,6 +24,7 @@ var (
 var (
 	CounterDefinitions = []prometheus.CounterDefinition{
 		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},
+		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
 	}
 	SummaryDefinitions = []prometheus.SummaryDefinition{
 		{Name: metricRequestDuration, Help: "Request duration in milliseconds, from request headers to the end of the response."},

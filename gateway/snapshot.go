@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sort"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -32,13 +33,20 @@ type BackendInfo struct {
 	Address  string `json:"address"`
 	// Protocol is "http/1.1" (cleartext) or "h2" (HTTP/2 over TLS).
 	Protocol string `json:"protocol"`
-	// Health is "unknown" until active checks exist; Membership is "active"
-	// for backends in the eligible set.
-	Health     string `json:"health"`
-	Membership string `json:"membership"`
-	InFlight   int64  `json:"in_flight"`
-	Requests   uint64 `json:"requests"`
-	Weight     int    `json:"weight"`
+	// Health is the active-check status: unknown (no check yet or checks
+	// off), healthy or unhealthy, with the canonical reason of the last
+	// failure. Ejected is true while passive tracking has ejected it, until
+	// EjectedUntil. Eligible combines them. Membership is "active" for
+	// backends in the upstream's set, "removed" while one drains.
+	Health       string     `json:"health"`
+	HealthReason string     `json:"health_reason,omitempty"`
+	Ejected      bool       `json:"ejected"`
+	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
+	Eligible     bool       `json:"eligible"`
+	Membership   string     `json:"membership"`
+	InFlight     int64      `json:"in_flight"`
+	Requests     uint64     `json:"requests"`
+	Weight       int        `json:"weight"`
 }
 
 // Routes returns the route table in match order.
@@ -98,8 +106,14 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 	if b.Removed() {
 		m = "removed"
 	}
-	return BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
-		Health: "unknown", Membership: m, InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight()}
+	st, reason, till := b.Health.Snapshot()
+	info := BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
+		Health: st.String(), HealthReason: reason, Eligible: b.Eligible(), Membership: m,
+		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight()}
+	if !till.IsZero() {
+		info.Ejected, info.EjectedUntil = true, &till
+	}
+	return info
 }
 
 // Ready reports whether every listener is serving and every discovery-fed

@@ -4,8 +4,10 @@
 package upstream
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sort"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/balance"
+	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 )
 
@@ -57,6 +60,25 @@ type Config struct {
 	// Discovered is true when a discovery source feeds this upstream; until
 	// its first SetDiscovered the upstream reports itself pending.
 	Discovered bool
+	// Active and Passive configure health checks and outlier ejection (nil:
+	// off).
+	Active  *health.ActiveConfig
+	Passive *health.PassiveConfig
+	// Events receives backend lifecycle events (nil: none). It is called
+	// from checker goroutines and request paths; it must not block.
+	Events func(Event)
+}
+
+// Event is a backend lifecycle transition of one upstream.
+type Event struct {
+	Upstream, Backend string
+	// Kind is "added", "removed", "health" (active status change), "ejected"
+	// or "returned".
+	Kind string
+	// From and To are active statuses (health events); Reason is the
+	// canonical failure reason.
+	From, To health.Status
+	Reason   string
 }
 
 // Backend is the live state of one backend. It is shared by every request
@@ -66,9 +88,14 @@ type Backend struct {
 	Spec
 	Source    string
 	Transport transport.RoundTripper
-	inFlight  atomic.Int64
-	requests  atomic.Uint64
-	removed   atomic.Bool
+	// Health is the backend's active and passive health (never nil).
+	Health *health.State
+
+	inFlight   atomic.Int64
+	requests   atomic.Uint64
+	removed    atomic.Bool
+	ewma       atomic.Uint64 // float64 bits, ns
+	stopChecks context.CancelFunc
 }
 
 // Weight implements balance.Candidate.
@@ -82,12 +109,31 @@ func (b *Backend) Weight() int {
 // Key implements balance.Candidate: the stable identity used for hashing.
 func (b *Backend) Key() string { return b.ID }
 
-// Eligible implements balance.Candidate. Until health tracking exists every
-// member is eligible; removed backends are never in a published set.
-func (b *Backend) Eligible() bool { return true }
+// Eligible implements balance.Candidate: the active check admits the backend
+// and it is not ejected. Membership is the set itself: removed backends are
+// never in a published set.
+func (b *Backend) Eligible() bool { return b.Health.Eligible() }
 
-// LatencyEWMA implements balance.Candidate; 0 means no sample yet.
-func (b *Backend) LatencyEWMA() float64 { return 0 }
+// LatencyEWMA implements balance.Candidate: the peak-EWMA latency in ns, 0
+// before the first sample.
+func (b *Backend) LatencyEWMA() float64 { return math.Float64frombits(b.ewma.Load()) }
+
+// observeLatency folds one request's duration into the peak EWMA: a slower
+// sample is taken at once, faster ones decay it with weight 1/8.
+func (b *Backend) observeLatency(d time.Duration) {
+	x := float64(d)
+	for {
+		old := b.ewma.Load()
+		cur := math.Float64frombits(old)
+		next := x
+		if cur != 0 && x < cur {
+			next = cur + (x-cur)/8
+		}
+		if b.ewma.CompareAndSwap(old, math.Float64bits(next)) {
+			return
+		}
+	}
+}
 
 // InFlight implements balance.Candidate: requests currently in flight.
 func (b *Backend) InFlight() int64 { return b.inFlight.Load() }
@@ -105,9 +151,15 @@ func (b *Backend) Acquire() {
 	b.requests.Add(1)
 }
 
-// Release counts a request ending. When the backend has been removed and
-// this was its last request, its idle connections are closed (drain).
-func (b *Backend) Release() {
+// Done counts a request ending with its outcome (recorded exactly once per
+// request, for passive tracking), the failure reason and the time to the
+// end of the response. When the backend has been removed and this was its
+// last request, its idle connections are closed (drain).
+func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
+	b.Health.Observe(o, reason)
+	if o != health.Neutral {
+		b.observeLatency(d)
+	}
 	if b.inFlight.Add(-1) == 0 && b.removed.Load() {
 		b.Transport.CloseIdleConnections()
 	}
@@ -127,6 +179,9 @@ type Upstream struct {
 	cfg    Config
 	policy balance.Policy
 	set    atomic.Pointer[Set]
+	budget health.Budget
+	ctx    context.Context // lives until Close; parent of checker goroutines
+	cancel context.CancelFunc
 
 	mu         sync.Mutex // guards the fields below (writers only)
 	static     []Spec
@@ -143,6 +198,8 @@ func New(cfg Config) (*Upstream, error) {
 		return nil, err
 	}
 	u := &Upstream{cfg: cfg, policy: p, backends: map[string]*Backend{}}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	u.budget.Size = func() int { return len(u.set.Load().Backends) }
 	u.set.Store(&Set{Pending: cfg.Discovered, picker: p.Picker(nil)})
 	return u, nil
 }
@@ -209,6 +266,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
 			b := &Backend{Spec: s, Source: source, Transport: rt}
+			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b.ID))
 			next[key] = b
 			created = append(created, b)
 		}
@@ -226,7 +284,12 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 	for key, b := range u.backends {
 		if next[key] != b {
 			drain(b)
+			u.emit(Event{Backend: b.ID, Kind: "removed"})
 		}
+	}
+	for _, b := range created {
+		u.startChecks(b)
+		u.emit(Event{Backend: b.ID, Kind: "added"})
 	}
 	u.backends, u.static, u.discovered, u.synced = next, static, discovered, synced
 	u.publish()
@@ -256,6 +319,10 @@ func (u *Upstream) publish() {
 // drain marks b removed: new picks no longer see it, in-flight requests
 // finish, and its idle connections close once the last one ends.
 func drain(b *Backend) {
+	if b.stopChecks != nil {
+		b.stopChecks()
+	}
+	b.Health.Close()
 	b.removed.Store(true)
 	if b.inFlight.Load() == 0 {
 		b.Transport.CloseIdleConnections()
@@ -288,4 +355,5 @@ func (u *Upstream) Close() {
 	for _, b := range u.backends {
 		drain(b)
 	}
+	u.cancel()
 }

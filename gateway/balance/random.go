@@ -1,0 +1,115 @@
+package balance
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
+)
+
+// random is the weighted random policy: every pick is independent and lands
+// on an eligible candidate with probability Weight / (sum of eligible
+// weights).
+type random struct{}
+
+// Picker implements Policy.
+func (random) Picker(c []Candidate) Picker {
+	if p, ok := trivialPicker(c); ok {
+		return p
+	}
+	p := &randomPicker{}
+	p.s.init(c)
+	return p
+}
+
+type randomPicker struct{ s sampler }
+
+// Pick implements Picker.
+func (p *randomPicker) Pick(*http.Request) int { return p.s.sample() }
+
+// fastTries bounds the rejection-sampling attempts of sampler.sample before
+// it falls back to an exact scan.
+const fastTries = 8
+
+// sampler draws an eligible candidate index with probability proportional to
+// its current weight. It is shared by random, least_request, ewma and the
+// key-less fallback of consistent_hash.
+//
+// The fast path is rejection sampling: draw an index uniformly, reject it if
+// ineligible, accept it with probability Weight/maxW. Conditioned on
+// acceptance the draw is exactly weight-proportional, and so is the exact
+// two-pass scan used after fastTries rejections, so the mixture is exact too
+// whenever every eligible weight is ≤ maxW. maxW is a hint refreshed by every
+// scan; meeting a larger weight forces a scan, so a stale hint costs at most
+// one biased pick. Cost: O(1) expected when most candidates are eligible,
+// O(n) when few are.
+type sampler struct {
+	c    []Candidate
+	maxW atomic.Int64 // largest weight seen by the last scan (≥ 1)
+}
+
+// init prepares s for the set c.
+func (s *sampler) init(c []Candidate) {
+	s.c = c
+	m := int64(1)
+	for _, x := range c {
+		m = max(m, weightOf(x))
+	}
+	s.maxW.Store(m)
+}
+
+// sample returns a weighted random eligible index, or -1 if none is eligible.
+func (s *sampler) sample() int {
+	n := len(s.c)
+	m := s.maxW.Load()
+	for range fastTries {
+		i := rand.IntN(n)
+		c := s.c[i]
+		if !c.Eligible() {
+			continue
+		}
+		w := weightOf(c)
+		if w == m || (w < m && rand.Int64N(m) < w) {
+			return i
+		}
+		if w > m {
+			break
+		}
+	}
+	return s.scan()
+}
+
+// scan is the exact O(n) fallback of sample. Eligibility and weights may
+// change between its two passes; it then returns the last eligible index it
+// saw (or -1).
+func (s *sampler) scan() int {
+	var total, m int64
+	for _, c := range s.c {
+		if c.Eligible() {
+			w := weightOf(c)
+			total += w
+			m = max(m, w)
+		}
+	}
+	if total == 0 {
+		return -1
+	}
+	if s.maxW.Load() != m {
+		s.maxW.Store(m)
+	}
+	r := rand.Int64N(total)
+	last := -1
+	for i, c := range s.c {
+		if !c.Eligible() {
+			continue
+		}
+		last = i
+		if r -= weightOf(c); r < 0 {
+			return i
+		}
+	}
+	return last
+}
+
+// coin returns true with probability 1/2; it breaks ties between two
+// choices.
+func coin() bool { return rand.Uint64()&1 == 0 }

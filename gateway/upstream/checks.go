@@ -1,0 +1,71 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+)
+
+// startChecks runs b's active checks until b is drained or the upstream
+// closes. Callers hold u.mu.
+func (u *Upstream) startChecks(b *Backend) {
+	if u.cfg.Active == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(u.ctx)
+	b.stopChecks = cancel
+	go health.RunChecks(ctx, *u.cfg.Active, u.probe(b), b.Health)
+}
+
+// probe returns the active check of b: GET path over the backend's own
+// protocol (HTTP/1.1 or HTTP/2 over TLS); any 2xx passes.
+func (u *Upstream) probe(b *Backend) health.Probe {
+	target := &url.URL{Scheme: b.Scheme, Host: b.Addr(), Path: u.cfg.Active.Path}
+	return func(ctx context.Context) (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+		if err != nil {
+			return false, "request: " + err.Error()
+		}
+		req.Header.Set("User-Agent", "impulse-agent-health-check")
+		resp, err := b.Transport.RoundTrip(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, "timeout"
+			}
+			_, reason := transport.Classify(ctx, err)
+			return false, reason
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return false, "status " + strconv.Itoa(resp.StatusCode)
+		}
+		return true, ""
+	}
+}
+
+// notifier turns health transitions of one backend into Events.
+func (u *Upstream) notifier(id string) func(health.Transition) {
+	return func(t health.Transition) {
+		e := Event{Backend: id, From: t.From, To: t.To, Reason: t.Reason, Kind: "health"}
+		switch {
+		case t.Ejected:
+			e.Kind = "ejected"
+		case t.Returned:
+			e.Kind = "returned"
+		}
+		u.emit(e)
+	}
+}
+
+func (u *Upstream) emit(e Event) {
+	if u.cfg.Events != nil {
+		e.Upstream = u.cfg.Name
+		u.cfg.Events(e)
+	}
+}
