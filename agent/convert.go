@@ -36,6 +36,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 			Name:                  u.Name,
 			LoadBalancing:         u.LoadBalancing,
 			HashOn:                u.HashOn,
+			SlowStart:             u.SlowStart,
 			ConnectTimeout:        u.Timeouts.Connect,
 			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 			IdleTimeout:           u.Timeouts.Idle,

@@ -190,7 +190,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 }
 
 func sameTransport(a, b upstream.Config) bool {
-	return a.TLS == b.TLS && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
+	return a.TLS == b.TLS && a.SlowStart == b.SlowStart && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
 		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
 }
 

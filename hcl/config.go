@@ -215,6 +215,9 @@ type Upstream struct {
 	// path, authority or client_ip. Required with consistent_hash, rejected
 	// otherwise. Not yet supported (warning).
 	HashOn string
+	// SlowStart ramps a new or recovered backend's weight linearly from 1
+	// to its full weight over this duration (0 = off; at most 1h).
+	SlowStart time.Duration
 	// Routes has at least one route.
 	Routes []Route
 	// Backends are the static backends (may be empty when Consul is set).

@@ -121,6 +121,7 @@ type rawUpstream struct {
 
 	LoadBalancing *hcl2.Attribute `hcl:"load_balancing,optional"`
 	HashOn        *hcl2.Attribute `hcl:"hash_on,optional"`
+	SlowStart     *hcl2.Attribute `hcl:"slow_start,optional"`
 
 	Routes            []*rawRoute            `hcl:"route,block"`
 	Backends          []*rawBackend          `hcl:"backend,block"`

@@ -3,6 +3,7 @@ package hcl
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
@@ -50,6 +51,8 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	case u.LoadBalancing == "consistent_hash" && (r.HashOn == nil || hashOK):
 		b.errorf(r.HashOn, "hash_on", "Missing hash_on", "load_balancing = \"consistent_hash\" needs hash_on (header:NAME, cookie:NAME, query:NAME, path, authority or client_ip).")
 	}
+
+	u.SlowStart = b.duration(r.SlowStart, 0, 0, time.Hour)
 
 	if len(r.Routes) == 0 {
 		b.blockErrorf("Missing route", "an upstream needs at least one route block.")

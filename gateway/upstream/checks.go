@@ -49,10 +49,14 @@ func (u *Upstream) probe(b *Backend) health.Probe {
 	}
 }
 
-// notifier turns health transitions of one backend into Events.
-func (u *Upstream) notifier(id string) func(health.Transition) {
+// notifier turns health transitions of one backend into Events and starts
+// slow start when it recovers.
+func (u *Upstream) notifier(b *Backend) func(health.Transition) {
 	return func(t health.Transition) {
-		e := Event{Backend: id, From: t.From, To: t.To, Reason: t.Reason, Kind: "health"}
+		if t.Returned || (t.From == health.Unhealthy && t.To == health.Healthy) {
+			b.warmUp()
+		}
+		e := Event{Backend: b.ID, From: t.From, To: t.To, Reason: t.Reason, Kind: "health"}
 		switch {
 		case t.Ejected:
 			e.Kind = "ejected"

@@ -60,6 +60,9 @@ type Config struct {
 	// Discovered is true when a discovery source feeds this upstream; until
 	// its first SetDiscovered the upstream reports itself pending.
 	Discovered bool
+	// SlowStart ramps the weight of a new or recovered backend from 1 to its
+	// full weight over this duration (0: off).
+	SlowStart time.Duration
 	// Active and Passive configure health checks and outlier ejection (nil:
 	// off).
 	Active  *health.ActiveConfig
@@ -95,15 +98,31 @@ type Backend struct {
 	requests   atomic.Uint64
 	removed    atomic.Bool
 	ewma       atomic.Uint64 // float64 bits, ns
+	warmSince  atomic.Int64  // unix ns when slow start began; 0 = full weight
+	slowStart  time.Duration
 	stopChecks context.CancelFunc
 }
 
-// Weight implements balance.Candidate.
+// Weight implements balance.Candidate: the configured weight, ramped up
+// linearly from 1 during slow start after the backend joined or recovered.
 func (b *Backend) Weight() int {
-	if b.Spec.Weight < 1 {
-		return 1
+	w := max(b.Spec.Weight, 1)
+	if since := b.warmSince.Load(); since != 0 {
+		el := time.Now().UnixNano() - since
+		if el >= int64(b.slowStart) || el < 0 {
+			b.warmSince.CompareAndSwap(since, 0)
+			return w
+		}
+		return max(1, int(int64(w)*el/int64(b.slowStart)))
 	}
-	return b.Spec.Weight
+	return w
+}
+
+// warmUp starts slow start (no-op when it is off).
+func (b *Backend) warmUp() {
+	if b.slowStart > 0 {
+		b.warmSince.Store(time.Now().UnixNano())
+	}
 }
 
 // Key implements balance.Candidate: the stable identity used for hashing.
@@ -265,8 +284,8 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt}
-			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b.ID))
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.cfg.SlowStart}
+			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			next[key] = b
 			created = append(created, b)
 		}
@@ -287,7 +306,11 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			u.emit(Event{Backend: b.ID, Kind: "removed"})
 		}
 	}
+	initial := len(u.backends) == 0 // the first members share no traffic yet: no ramp
 	for _, b := range created {
+		if !initial {
+			b.warmUp()
+		}
 		u.startChecks(b)
 		u.emit(Event{Backend: b.ID, Kind: "added"})
 	}

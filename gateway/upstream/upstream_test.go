@@ -1,0 +1,110 @@
+package upstream
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/health"
+)
+
+func spec(id string, port int) Spec {
+	return Spec{ID: id, Scheme: "http", Host: "127.0.0.1", Port: port, Weight: 100}
+}
+
+func TestSlowStartRampsLinearly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u, err := New(Config{Name: "web", SlowStart: 10 * time.Second, Discovered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		if err := u.SetDiscovered([]Spec{spec("a", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if w := u.Current().Backends[0].Weight(); w != 100 {
+			t.Fatalf("initial member weight %d, want full 100 (nothing to ramp against)", w)
+		}
+		if err := u.SetDiscovered([]Spec{spec("a", 1), spec("b", 2)}); err != nil {
+			t.Fatal(err)
+		}
+		var b *Backend
+		for _, x := range u.Current().Backends {
+			if x.ID == "b" {
+				b = x
+			}
+		}
+		for _, step := range []struct {
+			at   time.Duration
+			want int
+		}{{0, 1}, {2500 * time.Millisecond, 25}, {5 * time.Second, 50}, {10 * time.Second, 100}, {20 * time.Second, 100}} {
+			time.Sleep(step.at - elapsed(b))
+			if w := b.Weight(); w != step.want {
+				t.Fatalf("at %v weight %d, want %d", step.at, w, step.want)
+			}
+		}
+	})
+}
+
+func elapsed(b *Backend) time.Duration {
+	since := b.warmSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Duration(time.Now().UnixNano() - since)
+}
+
+func TestRecoveryStartsSlowStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u, err := New(Config{Name: "web", SlowStart: 10 * time.Second,
+			Passive: &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Second, MaxEjectionPercent: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		u.SetStatic([]Spec{spec("a", 1)})
+		b := u.Current().Backends[0]
+		b.Acquire()
+		b.Done(health.Failure, "reset", time.Millisecond)
+		if b.Eligible() {
+			t.Fatal("not ejected")
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if !b.Eligible() {
+			t.Fatal("not returned")
+		}
+		if w := b.Weight(); w != 1 {
+			t.Fatalf("weight right after return %d, want 1", w)
+		}
+	})
+}
+
+func TestRemovedBackendDrains(t *testing.T) {
+	u, err := New(Config{Name: "web", Discovered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.SetDiscovered([]Spec{spec("a", 1), spec("b", 2)})
+	set := u.Current()
+	if set.Pending || len(set.Backends) != 2 {
+		t.Fatalf("set %+v", set)
+	}
+	a := set.Backends[0]
+	a.Acquire()
+	u.SetDiscovered([]Spec{spec("b", 2)})
+	if !a.Removed() || len(u.Current().Backends) != 1 {
+		t.Fatal("a not removed")
+	}
+	a.Done(health.Success, "", time.Millisecond)
+	if a.InFlight() != 0 {
+		t.Fatalf("in-flight %d", a.InFlight())
+	}
+	// Same spec again: state is kept, not recreated.
+	b := u.Current().Backends[0]
+	u.SetDiscovered([]Spec{spec("b", 2)})
+	if u.Current().Backends[0] != b {
+		t.Fatal("unchanged backend was recreated")
+	}
+}
