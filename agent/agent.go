@@ -41,10 +41,9 @@ type Options struct {
 }
 
 // ConfigError carries configuration diagnostics (file:line:column, field,
-// problem) so the command line can print them with source snippets.
+// problem) so the command line can print them one per line.
 type ConfigError struct {
-	Diags  hcl2.Diagnostics
-	Loader *hcl.Loader
+	Diags hcl2.Diagnostics
 }
 
 func (e *ConfigError) Error() string {
@@ -127,29 +126,29 @@ func New(opts Options) (*Agent, error) {
 
 // load reads the configuration files, or the embedded -dev configuration.
 func (a *Agent) load() (*hcl.Config, error) {
-	loader := hcl.NewLoader()
 	var (
 		cfg   *hcl.Config
 		diags hcl2.Diagnostics
 	)
 	if a.dev != nil {
-		cfg, diags = loader.Parse("dev.hcl", a.dev.config)
+		cfg, diags = hcl.Parse("dev.hcl", a.dev.config)
 	} else {
 		if len(a.opts.ConfigPaths) == 0 {
 			return nil, errors.New("agent: no configuration: use -config=PATH or -dev")
 		}
-		cfg, diags = loader.Load(a.opts.ConfigPaths)
+		cfg, diags = hcl.Load(a.opts.ConfigPaths)
 	}
 	if diags.HasErrors() {
-		return nil, &ConfigError{Diags: diags, Loader: loader}
+		return nil, &ConfigError{Diags: diags}
 	}
 	return cfg, nil
 }
 
 // Run serves until ctx is done, then shuts down in order: readiness turns
 // 503, listeners send GOAWAY and drain for drain_timeout, discovery stops,
-// the control API closes last. Errors: a bind failure at start, or a drain
-// that ran out of time.
+// the control API closes last. Errors: a failure at start (bind, Consul
+// settings). A drain that runs out of time closes the remaining connections
+// and is logged, not an error: the shutdown itself completed.
 func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	cfg := a.cfg
@@ -205,9 +204,8 @@ func (a *Agent) shutdown(drain time.Duration, control *http.Server, controlDone 
 	a.log.Info("shutting down: draining listeners", "drain_timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	err := a.gw.Shutdown(dctx)
-	if err != nil {
-		a.log.Warn("drain ended early; remaining connections closed", "error", err)
+	if err := a.gw.Shutdown(dctx); err != nil {
+		a.log.Warn("drain_timeout reached; remaining connections closed", "error", err)
 	}
 	a.disc.stop()
 	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -216,7 +214,7 @@ func (a *Agent) shutdown(drain time.Duration, control *http.Server, controlDone 
 	<-controlDone
 	a.closeDev()
 	a.log.Info("stopped")
-	return err
+	return nil
 }
 
 // Reload re-reads the configuration (SIGHUP, POST /v1/reload). On invalid

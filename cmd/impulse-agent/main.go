@@ -146,11 +146,8 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "impulse-agent validate: give -config=PATH")
 		return 2
 	}
-	loader := hcl.NewLoader()
-	cfg, diags := loader.Load(configs)
-	if len(diags) > 0 {
-		_ = loader.WriteDiagnostics(stderr, diags, 100, false)
-	}
+	cfg, diags := hcl.Load(configs)
+	_ = hcl.WriteDiagnosticLines(stderr, diags)
 	if diags.HasErrors() {
 		return 1
 	}
@@ -158,12 +155,12 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printError prints configuration diagnostics with source snippets, other
-// errors as one line.
+// printError prints configuration diagnostics one per line as
+// file:line:column: summary: detail, other errors as one line.
 func printError(w io.Writer, err error) {
 	var ce *agent.ConfigError
 	if errors.As(err, &ce) {
-		_ = ce.Loader.WriteDiagnostics(w, ce.Diags, 100, false)
+		_ = hcl.WriteDiagnosticLines(w, ce.Diags)
 		return
 	}
 	fmt.Fprintf(w, "impulse-agent: %v\n", err)
