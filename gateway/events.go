@@ -18,6 +18,10 @@ func (g *Gateway) onEvent(e upstream.Event) {
 		g.log.Warn("backend ejected", "upstream", e.Upstream, "backend", e.Backend, "reason", e.Reason)
 	case "returned":
 		g.log.Info("backend returned from ejection", "upstream", e.Upstream, "backend", e.Backend)
+	case "dns_changed":
+		g.log.Info("backend addresses changed; idle connections rotated", "upstream", e.Upstream, "backend", e.Backend)
+	case "dns_empty", "dns_failed":
+		g.log.Warn("backend DNS refresh kept the last usable addresses", "upstream", e.Upstream, "backend", e.Backend, "outcome", e.Kind)
 	}
 	g.metrics.m.IncrCounterWithLabels(metricHealthTransitions, 1, []metrics.Label{
 		{Name: "upstream", Value: e.Upstream}, {Name: "kind", Value: e.Kind}, {Name: "to", Value: e.To.String()},

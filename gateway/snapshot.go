@@ -44,9 +44,12 @@ type BackendInfo struct {
 	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
 	Eligible     bool       `json:"eligible"`
 	Membership   string     `json:"membership"`
-	InFlight     int64      `json:"in_flight"`
-	Requests     uint64     `json:"requests"`
-	Weight       int        `json:"weight"`
+	// Resolution is the address state: IP literal, or hostname with its
+	// last usable addresses and refresh outcome.
+	Resolution upstream.Resolution `json:"resolution"`
+	InFlight   int64               `json:"in_flight"`
+	Requests   uint64              `json:"requests"`
+	Weight     int                 `json:"weight"`
 }
 
 // Routes returns the route table in match order.
@@ -109,7 +112,7 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 	st, reason, till := b.Health.Snapshot()
 	info := BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
 		Health: st.String(), HealthReason: reason, Eligible: b.Eligible(), Membership: m,
-		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight()}
+		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight(), Resolution: b.Resolution()}
 	if !till.IsZero() {
 		info.Ejected, info.EjectedUntil = true, &till
 	}

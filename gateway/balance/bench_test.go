@@ -91,3 +91,19 @@ func BenchmarkConsistentHashBuild(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRoundRobinLive measures round_robin when weights differ from the
+// picker's snapshot (slow start): the O(n) live algorithm under its mutex.
+func BenchmarkRoundRobinLive(b *testing.B) {
+	for _, n := range []int{3, 30, 300} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			cs := benchSet(n, true)
+			pk := mustNew(b, policyCase{RoundRobin, Options{}}).Picker(cs)
+			cs[0].(*fake).w.Add(1)
+			b.ReportAllocs()
+			for b.Loop() {
+				pk.Pick(nil)
+			}
+		})
+	}
+}

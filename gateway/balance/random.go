@@ -59,20 +59,26 @@ func (s *sampler) init(c []Candidate) {
 
 // sample returns a weighted random eligible index, or -1 if none is eligible.
 func (s *sampler) sample() int {
-	n := len(s.c)
+	n := uint64(len(s.c))
 	m := s.maxW.Load()
-	for range fastTries {
-		i := rand.IntN(n)
-		c := s.c[i]
-		if !c.Eligible() {
-			continue
-		}
-		w := weightOf(c)
-		if w == m || (w < m && rand.Int64N(m) < w) {
-			return i
-		}
-		if w > m {
-			break
+	if m <= 1<<31 {
+		for range fastTries {
+			// One random word per try: the high half picks the index, the
+			// low half the acceptance threshold (multiply-shift reduction,
+			// bias below 2⁻³¹).
+			x := rand.Uint64()
+			i := int((x >> 32) * n >> 32)
+			c := s.c[i]
+			if !c.Eligible() {
+				continue
+			}
+			w := weightOf(c)
+			if w == m || (w < m && int64((x&(1<<32-1))*uint64(m)>>32) < w) {
+				return i
+			}
+			if w > m {
+				break
+			}
 		}
 	}
 	return s.scan()

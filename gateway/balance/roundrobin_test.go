@@ -39,11 +39,42 @@ func TestRoundRobinEqualWeightsRotate(t *testing.T) {
 }
 
 // TestRoundRobinSmooth checks nginx's example: weights 5, 1, 1 give
-// a a b a c a a, repeated.
+// a a b a c a a, repeated, both from the precomputed cycle (which starts at
+// a random position) and from the live algorithm.
 func TestRoundRobinSmooth(t *testing.T) {
-	_, cs := fakes(5, 1, 1)
-	if got, want := sequence(rrPick(t, cs), 21), strings.Repeat("aabacaa", 3); got != want {
-		t.Fatalf("sequence %q, want %q", got, want)
+	fs, cs := fakes(5, 1, 1)
+	pk := rrPick(t, cs)
+	cycle := "aabacaa"
+	if got := sequence(pk, 21); !strings.Contains(strings.Repeat(cycle, 4), got) {
+		t.Fatalf("precomputed: sequence %q, want a rotation of %q repeated", got, cycle)
+	}
+	// Doubled weights: not the snapshot, so the live algorithm runs, from
+	// its initial state.
+	for _, f := range fs {
+		f.w.Store(2 * f.w.Load())
+	}
+	if got, want := sequence(pk, 21), strings.Repeat(cycle, 3); got != want {
+		t.Fatalf("live: sequence %q, want %q", got, want)
+	}
+	if pk.(*rrPicker).useSched.Load() {
+		t.Error("weights differ from the snapshot, but the precomputed cycle is in use")
+	}
+}
+
+// TestRoundRobinLongCycle: weights whose cycle is too long to precompute
+// are served by the live algorithm, exactly.
+func TestRoundRobinLongCycle(t *testing.T) {
+	_, cs := fakes(rrMaxCycle, 1, 2)
+	pk := rrPick(t, cs)
+	if pk.(*rrPicker).sched != nil {
+		t.Fatal("cycle of", rrMaxCycle+3, "precomputed")
+	}
+	counts := map[byte]int{}
+	for _, c := range []byte(sequence(pk, rrMaxCycle+3)) {
+		counts[c]++
+	}
+	if counts['a'] != rrMaxCycle || counts['b'] != 1 || counts['c'] != 2 {
+		t.Errorf("one cycle: %v", counts)
 	}
 }
 
@@ -70,16 +101,16 @@ func TestRoundRobinSkipsIneligibleFairly(t *testing.T) {
 	}
 }
 
-// TestRoundRobinWeightChanges: weights read on every pick (slow start);
-// the picker leaves and re-enters the lock-free rotation.
+// TestRoundRobinWeightChanges: weights are read on every pick (slow
+// start); the picker leaves the precomputed cycle and returns to it.
 func TestRoundRobinWeightChanges(t *testing.T) {
 	fs, cs := fakes(1, 1, 1)
 	pk := rrPick(t, cs).(*rrPicker)
-	if pk.uniform.Load() != 1 {
-		t.Fatal("equal weights: not in rotation mode")
+	if !pk.useSched.Load() || len(pk.sched.seq) != 3 {
+		t.Fatal("equal weights: no precomputed rotation")
 	}
 	fs[0].w.Store(3)
-	sequence(pk, 5) // meets the new weight, switches to smooth
+	sequence(pk, 5) // meets the new weight, switches to the live algorithm
 	counts := map[byte]int{}
 	for _, c := range []byte(sequence(pk, 500)) {
 		counts[c]++
@@ -87,12 +118,12 @@ func TestRoundRobinWeightChanges(t *testing.T) {
 	if counts['a'] != 300 || counts['b'] != 100 || counts['c'] != 100 {
 		t.Errorf("weights 3,1,1: counts %v, want a 300, b 100, c 100", counts)
 	}
-	if pk.uniform.Load() != 0 {
-		t.Error("unequal weights: still in rotation mode")
+	if pk.useSched.Load() {
+		t.Error("unequal weights: still on the precomputed rotation")
 	}
 	fs[0].w.Store(1)
 	sequence(pk, 1)
-	if pk.uniform.Load() != 1 {
-		t.Error("equal weights again: rotation mode not restored")
+	if !pk.useSched.Load() {
+		t.Error("snapshot weights again: precomputed rotation not restored")
 	}
 }

@@ -36,6 +36,10 @@ type Options struct {
 	// MaxIdlePerHost bounds idle HTTP/1.1 connections kept per backend
 	// (default 256).
 	MaxIdlePerHost int
+	// Dial, when set, opens the TCP connection instead of dialing the
+	// request's host: the caller dials its own resolved addresses (DNS
+	// refresh). TLS still verifies the backend's hostname.
+	Dial func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error)
 }
 
 // RoundTripper is an http.RoundTripper whose idle connections can be closed
@@ -54,10 +58,14 @@ func New(o Options) (RoundTripper, error) {
 		o.MaxIdlePerHost = 256
 	}
 	dialer := &net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dial := dialer.DialContext
+	if o.Dial != nil {
+		dial = func(ctx context.Context, network, _ string) (net.Conn, error) { return o.Dial(ctx, dialer, network) }
+	}
 	switch o.Scheme {
 	case SchemeHTTP:
 		return &http.Transport{
-			DialContext:         dialer.DialContext,
+			DialContext:         dial,
 			MaxIdleConns:        0,
 			MaxIdleConnsPerHost: o.MaxIdlePerHost,
 			IdleConnTimeout:     o.IdleTimeout,
@@ -86,12 +94,16 @@ func New(o Options) (RoundTripper, error) {
 			DialTLSContext: func(ctx context.Context, network, addr string, cfg *tls.Config) (net.Conn, error) {
 				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				d := &tls.Dialer{NetDialer: dialer, Config: cfg}
-				c, err := d.DialContext(ctx, network, addr)
+				raw, err := dial(ctx, network, addr)
 				if err != nil {
 					return nil, &DialError{Err: err}
 				}
-				if p := c.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
+				c := tls.Client(raw, cfg)
+				if err := c.HandshakeContext(ctx); err != nil {
+					raw.Close()
+					return nil, &DialError{Err: err}
+				}
+				if p := c.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
 					c.Close()
 					return nil, &DialError{Err: fmt.Errorf("backend %s did not negotiate HTTP/2 (ALPN %q)", addr, p)}
 				}

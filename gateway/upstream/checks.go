@@ -3,23 +3,41 @@ package upstream
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 )
 
-// startChecks runs b's active checks until b is drained or the upstream
-// closes. Callers hold u.mu.
+// startChecks runs b's DNS refresh (hostname backends) and active checks
+// until b is drained or the upstream closes. Callers hold u.mu.
 func (u *Upstream) startChecks(b *Backend) {
-	if u.cfg.Active == nil {
+	if u.cfg.Active == nil && !b.res.isHostname() {
 		return
 	}
 	ctx, cancel := context.WithCancel(u.ctx)
 	b.stopChecks = cancel
-	go health.RunChecks(ctx, *u.cfg.Active, u.probe(b), b.Health)
+	if b.res.isHostname() {
+		res, every := u.cfg.Resolver, u.cfg.DNSRefresh
+		if res == nil {
+			res = net.DefaultResolver
+		}
+		if every <= 0 {
+			every = 30 * time.Second
+		}
+		go b.res.runRefresh(ctx, res, every, b.Transport.CloseIdleConnections, func(outcome string) {
+			if outcome != DNSUnchanged {
+				u.emit(Event{Backend: b.ID, Kind: "dns_" + outcome})
+			}
+		})
+	}
+	if u.cfg.Active != nil {
+		go health.RunChecks(ctx, *u.cfg.Active, u.probe(b), b.Health)
+	}
 }
 
 // probe returns the active check of b: GET path over the backend's own

@@ -60,6 +60,10 @@ type Config struct {
 	// Discovered is true when a discovery source feeds this upstream; until
 	// its first SetDiscovered the upstream reports itself pending.
 	Discovered bool
+	// DNSRefresh is how often hostname backends are re-resolved (default
+	// 30s); Resolver does the lookups (default net.DefaultResolver).
+	DNSRefresh time.Duration
+	Resolver   Resolver
 	// SlowStart ramps the weight of a new or recovered backend from 1 to its
 	// full weight over this duration (0: off).
 	SlowStart time.Duration
@@ -98,7 +102,8 @@ type Backend struct {
 	requests   atomic.Uint64
 	removed    atomic.Bool
 	ewma       atomic.Uint64 // float64 bits, ns
-	warmSince  atomic.Int64  // unix ns when slow start began; 0 = full weight
+	res        *resolver
+	warmSince  atomic.Int64 // unix ns when slow start began; 0 = full weight
 	slowStart  time.Duration
 	stopChecks context.CancelFunc
 }
@@ -131,7 +136,10 @@ func (b *Backend) Key() string { return b.ID }
 // Eligible implements balance.Candidate: the active check admits the backend
 // and it is not ejected. Membership is the set itself: removed backends are
 // never in a published set.
-func (b *Backend) Eligible() bool { return b.Health.Eligible() }
+func (b *Backend) Eligible() bool { return b.Health.Eligible() && b.res.usable() }
+
+// Resolution returns the backend's address state.
+func (b *Backend) Resolution() Resolution { return b.res.snapshot() }
 
 // LatencyEWMA implements balance.Candidate: the peak-EWMA latency in ns, 0
 // before the first sample.
@@ -277,14 +285,18 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 				next[key] = b
 				continue
 			}
+			res := newResolver(s.Host, s.Port)
 			rt, err := transport.New(transport.Options{
 				Scheme: s.Scheme, TLS: u.cfg.TLS,
 				ConnectTimeout: u.cfg.ConnectTimeout, IdleTimeout: u.cfg.IdleTimeout,
+				Dial: func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {
+					return res.dial(ctx, d, network)
+				},
 			})
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.cfg.SlowStart}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.cfg.SlowStart, res: res}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			next[key] = b
 			created = append(created, b)
