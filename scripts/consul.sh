@@ -7,12 +7,14 @@ VERSION=v1.14.11
 if [ -n "${CONSUL_BIN:-}" ] && [ -x "${CONSUL_BIN}" ]; then echo "$CONSUL_BIN"; exit 0; fi
 CACHE="${IMPULSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/impulse-agent}"
 BIN="$CACHE/consul-$VERSION"
-if [ -x "$BIN" ] && "$BIN" version 2>/dev/null | grep -q "${VERSION#v}"; then echo "$BIN"; exit 0; fi
+# (No `| grep -q` here: with pipefail, grep closing the pipe early fails the check.)
+cached() { local out; [ -x "$BIN" ] && out=$("$BIN" version 2>/dev/null) && [[ $out == *"Consul ${VERSION}"* ]]; }
+if cached; then echo "$BIN"; exit 0; fi
 mkdir -p "$CACHE"
 # One build at a time: parallel test packages may all ask for the binary.
 exec 9>"$CACHE/.build.lock"
 flock 9
-if [ -x "$BIN" ] && "$BIN" version 2>/dev/null | grep -q "${VERSION#v}"; then echo "$BIN"; exit 0; fi
+if cached; then echo "$BIN"; exit 0; fi
 SRC=$(cd /tmp && GOFLAGS= go mod download -json "github.com/hashicorp/consul@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -d "$SRC" ] || { echo "consul.sh: module source not found" >&2; exit 1; }
 WORK=$(mktemp -d)
