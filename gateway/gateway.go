@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
@@ -80,6 +81,9 @@ type Gateway struct {
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
 	listeners map[string]*listener
 	shutdown  bool
+
+	stopSampling context.CancelFunc
+	sampling     sync.WaitGroup
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -95,6 +99,9 @@ func New(cfg Config) (*Gateway, error) {
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stopSampling = cancel
+	g.sampling.Go(func() { g.sampleUpstreams(ctx, time.Second) })
 	return g, nil
 }
 
@@ -252,6 +259,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}
+	g.stopSampling()
+	g.sampling.Wait()
 	return errors.Join(errs...)
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,8 @@ var (
 	metricRequestDuration   = []string{"request", "duration"}
 	metricQUICConns         = []string{"quic", "connections"}
 	metricHealthTransitions = []string{"backend", "health", "transitions"}
+	metricInFlight          = []string{"upstream", "in_flight"}
+	metricEligible          = []string{"upstream", "backends", "eligible"}
 )
 
 // Definitions describe the gateway's metrics for the Prometheus sink, with
@@ -31,6 +34,8 @@ var (
 	}
 	GaugeDefinitions = []prometheus.GaugeDefinition{
 		{Name: metricQUICConns, Help: "Active QUIC connections per listener."},
+		{Name: metricInFlight, Help: "Requests in flight to the backends of an upstream, sampled every second."},
+		{Name: metricEligible, Help: "Backends of an upstream that may receive traffic now, sampled every second."},
 	}
 )
 
@@ -64,4 +69,31 @@ func (gm *gatewayMetrics) connDelta(listener string, d int64) {
 	v, _ := gm.conns.LoadOrStore(listener, new(atomic.Int64))
 	n := v.(*atomic.Int64).Add(d)
 	gm.m.SetGaugeWithLabels(metricQUICConns, float32(n), []metrics.Label{{Name: "listener", Value: listener}})
+}
+
+// sampleUpstreams sets the per-upstream gauges every interval until ctx is
+// done. Sampling keeps gauge updates off the request path.
+func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for name, u := range g.table.Load().upstreams {
+			var inFlight int64
+			eligible := 0
+			for _, b := range u.Current().Backends {
+				inFlight += b.InFlight()
+				if b.Eligible() {
+					eligible++
+				}
+			}
+			l := []metrics.Label{{Name: "upstream", Value: name}}
+			g.metrics.m.SetGaugeWithLabels(metricInFlight, float32(inFlight), l)
+			g.metrics.m.SetGaugeWithLabels(metricEligible, float32(eligible), l)
+		}
+	}
 }

@@ -161,22 +161,47 @@ func (k hashOn) hash(r *http.Request) (uint64, bool) {
 // HTTP/2 and HTTP/3 allow), with surrounding double quotes removed, or "".
 func cookieValue(hs []string, name string) string {
 	for _, h := range hs {
-		for h != "" {
-			var part string
-			part, h, _ = strings.Cut(h, ";")
-			part = strings.TrimLeft(part, " \t")
-			n, v, ok := strings.Cut(part, "=")
-			if !ok || n != name {
-				continue
+		// Find name with the (vectorised) substring search, then check
+		// that it is a whole cookie name: at the start of a pair and
+		// followed by '='.
+		for off := 0; off < len(h); {
+			j := strings.Index(h[off:], name)
+			if j < 0 {
+				break
 			}
-			v = strings.TrimRight(v, " \t")
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
+			j += off
+			end := j + len(name)
+			if end < len(h) && h[end] == '=' && pairStart(h, j) {
+				v := h[end+1:]
+				if k := strings.IndexByte(v, ';'); k >= 0 {
+					v = v[:k]
+				}
+				v = strings.TrimRight(v, " \t")
+				if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+					v = v[1 : len(v)-1]
+				}
+				return v
 			}
-			return v
+			off = j + 1
 		}
 	}
 	return ""
+}
+
+// pairStart reports whether position j of a Cookie header line starts a
+// name=value pair: only spaces or tabs separate it from the line start or
+// the previous ';'.
+func pairStart(h string, j int) bool {
+	for j--; j >= 0; j-- {
+		switch h[j] {
+		case ' ', '\t':
+		case ';':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // queryValue returns the raw (still percent-encoded) value of the first

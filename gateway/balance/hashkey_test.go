@@ -126,3 +126,20 @@ func TestHashOnSameKeySameHash(t *testing.T) {
 		}
 	}
 }
+
+func TestCookieValueEdgeCases(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"a=sid=x; sid=y", "y"},
+		{"sid", ""},
+		{"sid=", ""},
+		{"x=1; sid", ""},
+		{"x=1;\tsid=tab", "tab"},
+		{"x=1;  sid=v ; y=2", "v"},
+		{"sidsid=1; sid=2", "2"},
+		{`sid=""`, ""},
+	} {
+		if got := cookieValue([]string{tc.line}, "sid"); got != tc.want {
+			t.Errorf("cookie sid of %q = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}

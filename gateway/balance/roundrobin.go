@@ -3,6 +3,7 @@ package balance
 import (
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -15,22 +16,31 @@ import (
 //
 // Running the algorithm costs O(n) under a mutex per pick. Because its
 // output is periodic (one cycle = sum of weights / their gcd picks), the
-// picker precomputes the cycle for the weights seen when it is built and
-// serves it lock-free from one atomic counter as long as every candidate it
-// hands out still has its snapshot weight. An ineligible candidate's slot is
-// skipped by taking the next counter value, so every eligible candidate
-// still gets exactly its weight's share of each cycle. When a weight differs
-// (slow start, say) the picker runs the live algorithm, and returns to the
-// precomputed cycle once the eligible candidates' weights equal the snapshot
-// again. Cycles longer than rrMaxCycle (or too costly to build) are not
+// picker precomputes the cycle and serves it lock-free from one atomic
+// counter as long as every candidate it hands out still has the weight the
+// cycle was computed for. An ineligible candidate's slot is skipped by taking
+// the next counter value, so every eligible candidate still gets exactly its
+// weight's share of each cycle.
+//
+// When a weight differs (slow start) the picker runs the live algorithm. It
+// returns to the precomputed cycle as soon as the eligible candidates'
+// weights equal the cycle's again (slow start after a recovery ends at the
+// old weights), or, after rrStableAfter live picks without any weight change,
+// precomputes a new cycle for the new weights (slow start of a member that
+// joined with the set); that one pick allocates. Cycles longer than
+// rrMaxCycle, or costing more than rrMaxBuild to compute, are never
 // precomputed.
 type roundRobin struct{}
 
 const (
 	// rrMaxCycle bounds the length of a precomputed cycle (entries).
 	rrMaxCycle = 1 << 14
-	// rrMaxBuild bounds the work of precomputing it (cycle × candidates).
-	rrMaxBuild = 1 << 22
+	// rrMaxBuild bounds the work of precomputing it (cycle × candidates,
+	// about a millisecond).
+	rrMaxBuild = 1 << 20
+	// rrStableAfter is the number of live picks without a weight change
+	// after which the cycle is precomputed again.
+	rrStableAfter = 4096
 )
 
 // Picker implements Policy.
@@ -38,26 +48,32 @@ func (roundRobin) Picker(c []Candidate) Picker {
 	if p, ok := trivialPicker(c); ok {
 		return p
 	}
-	p := &rrPicker{c: c, current: make([]int64, len(c)), sched: newRRSchedule(c)}
-	if p.sched != nil {
+	p := &rrPicker{c: c, current: make([]int64, len(c)), seen: make([]int64, len(c))}
+	for i, x := range c {
+		p.seen[i] = weightOf(x)
+	}
+	p.last = newRRSchedule(p.seen)
+	if p.last != nil {
 		// A random start keeps gateway instances (and successive sets)
 		// from all sending their first requests to the same backend.
-		p.next.Store(rand.Uint64N(uint64(len(p.sched.seq))))
-		p.useSched.Store(true)
+		p.next.Store(rand.Uint64N(uint64(len(p.last.seq))))
+		p.sched.Store(p.last)
 	}
 	return p
 }
 
 type rrPicker struct {
 	c []Candidate
-	// sched is the precomputed cycle (nil: none); useSched tells whether it
-	// is valid for the current weights; next is the cycle position.
-	sched    *rrSchedule
-	useSched atomic.Bool
-	next     atomic.Uint64
+	// sched is the precomputed cycle valid for the current weights, nil
+	// while the live algorithm runs; next is the position in it.
+	sched atomic.Pointer[rrSchedule]
+	next  atomic.Uint64
 
-	mu      sync.Mutex
-	current []int64 // live smooth round-robin current weights, guarded by mu
+	mu      sync.Mutex // guards the live algorithm's state below
+	current []int64    // current weights of the live algorithm
+	last    *rrSchedule
+	seen    []int64 // the weights met by the last live picks
+	stable  int     // live picks since a weight last changed
 }
 
 // rrSchedule is one cycle of smooth weighted round-robin over all
@@ -67,24 +83,22 @@ type rrSchedule struct {
 	w   []int64  // the weights the cycle was computed for
 }
 
-// newRRSchedule precomputes the cycle for c's current weights, or returns
-// nil when it would be longer than rrMaxCycle or cost more than rrMaxBuild.
-func newRRSchedule(c []Candidate) *rrSchedule {
-	s := &rrSchedule{w: make([]int64, len(c))}
+// newRRSchedule precomputes the cycle for weights (copied), or returns nil
+// when it would be longer than rrMaxCycle or cost more than rrMaxBuild.
+func newRRSchedule(weights []int64) *rrSchedule {
 	var g int64
-	for i, x := range c {
-		s.w[i] = weightOf(x)
-		g = gcd(g, s.w[i])
+	for _, w := range weights {
+		g = gcd(g, w)
 	}
 	var length int64
-	for _, w := range s.w {
+	for _, w := range weights {
 		length += w / g
 	}
-	if length > rrMaxCycle || length*int64(len(c)) > rrMaxBuild {
+	if length > rrMaxCycle || length*int64(len(weights)) > rrMaxBuild {
 		return nil
 	}
-	s.seq = make([]uint16, length)
-	current := make([]int64, len(c))
+	s := &rrSchedule{seq: make([]uint16, length), w: slices.Clone(weights)}
+	current := make([]int64, len(weights))
 	for k := range s.seq {
 		best := 0
 		for i, w := range s.w {
@@ -108,8 +122,7 @@ func gcd(a, b int64) int64 {
 
 // Pick implements Picker.
 func (p *rrPicker) Pick(*http.Request) int {
-	if p.useSched.Load() {
-		s := p.sched
+	if s := p.sched.Load(); s != nil {
 		m := uint64(len(s.seq))
 		for range len(p.c) {
 			i := int(s.seq[p.next.Add(1)%m])
@@ -118,7 +131,7 @@ func (p *rrPicker) Pick(*http.Request) int {
 				continue
 			}
 			if weightOf(c) != s.w[i] {
-				p.useSched.Store(false)
+				p.sched.CompareAndSwap(s, nil)
 				break
 			}
 			return i
@@ -135,15 +148,18 @@ func (p *rrPicker) smooth() int {
 	defer p.mu.Unlock()
 	best := -1
 	var total int64
-	snapshot := p.sched != nil
+	matches, changed := p.last != nil, false
 	for i, c := range p.c {
 		if !c.Eligible() {
 			p.current[i] = 0
 			continue
 		}
 		w := weightOf(c)
-		if snapshot && w != p.sched.w[i] {
-			snapshot = false
+		if matches && w != p.last.w[i] {
+			matches = false
+		}
+		if w != p.seen[i] {
+			p.seen[i], changed = w, true
 		}
 		p.current[i] += w
 		total += w
@@ -155,8 +171,19 @@ func (p *rrPicker) smooth() int {
 		return -1
 	}
 	p.current[best] -= total
-	if snapshot && !p.useSched.Load() {
-		p.useSched.Store(true)
+
+	if changed {
+		p.stable = 0
+	} else {
+		p.stable++
+	}
+	if !matches && p.stable == rrStableAfter {
+		if s := newRRSchedule(p.seen); s != nil {
+			p.last, matches = s, true
+		}
+	}
+	if matches && p.sched.Load() == nil {
+		p.sched.Store(p.last)
 	}
 	return best
 }

@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,7 +57,7 @@ func TestRoundRobinSmooth(t *testing.T) {
 	if got, want := sequence(pk, 21), strings.Repeat(cycle, 3); got != want {
 		t.Fatalf("live: sequence %q, want %q", got, want)
 	}
-	if pk.(*rrPicker).useSched.Load() {
+	if pk.(*rrPicker).sched.Load() != nil {
 		t.Error("weights differ from the snapshot, but the precomputed cycle is in use")
 	}
 }
@@ -66,7 +67,7 @@ func TestRoundRobinSmooth(t *testing.T) {
 func TestRoundRobinLongCycle(t *testing.T) {
 	_, cs := fakes(rrMaxCycle, 1, 2)
 	pk := rrPick(t, cs)
-	if pk.(*rrPicker).sched != nil {
+	if pk.(*rrPicker).sched.Load() != nil {
 		t.Fatal("cycle of", rrMaxCycle+3, "precomputed")
 	}
 	counts := map[byte]int{}
@@ -106,7 +107,7 @@ func TestRoundRobinSkipsIneligibleFairly(t *testing.T) {
 func TestRoundRobinWeightChanges(t *testing.T) {
 	fs, cs := fakes(1, 1, 1)
 	pk := rrPick(t, cs).(*rrPicker)
-	if !pk.useSched.Load() || len(pk.sched.seq) != 3 {
+	if s := pk.sched.Load(); s == nil || len(s.seq) != 3 {
 		t.Fatal("equal weights: no precomputed rotation")
 	}
 	fs[0].w.Store(3)
@@ -118,12 +119,42 @@ func TestRoundRobinWeightChanges(t *testing.T) {
 	if counts['a'] != 300 || counts['b'] != 100 || counts['c'] != 100 {
 		t.Errorf("weights 3,1,1: counts %v, want a 300, b 100, c 100", counts)
 	}
-	if pk.useSched.Load() {
+	if pk.sched.Load() != nil {
 		t.Error("unequal weights: still on the precomputed rotation")
 	}
 	fs[0].w.Store(1)
 	sequence(pk, 1)
-	if !pk.useSched.Load() {
+	if pk.sched.Load() == nil {
 		t.Error("snapshot weights again: precomputed rotation not restored")
+	}
+}
+
+// TestRoundRobinNewWeightsSettle: a member that joined in slow start ends
+// at a weight the picker never saw; once weights stop changing the picker
+// precomputes a cycle for them.
+func TestRoundRobinNewWeightsSettle(t *testing.T) {
+	fs, cs := fakes(1, 1, 1)
+	pk := rrPick(t, cs).(*rrPicker)
+	for w := int64(2); w <= 4; w++ { // the ramp
+		fs[2].w.Store(w)
+		sequence(pk, 100)
+		if pk.sched.Load() != nil {
+			t.Fatalf("weight %d: precomputed cycle in use while weights change", w)
+		}
+	}
+	sequence(pk, rrStableAfter)
+	s := pk.sched.Load()
+	if s == nil || !slices.Equal(s.w, []int64{1, 1, 4}) {
+		t.Fatalf("after %d stable picks: cycle %+v, want one for weights 1, 1, 4", rrStableAfter, s)
+	}
+	counts := map[byte]int{}
+	for _, c := range []byte(sequence(pk, 600)) {
+		counts[c]++
+	}
+	if counts['a'] != 100 || counts['b'] != 100 || counts['c'] != 400 {
+		t.Errorf("weights 1,1,4: counts %v", counts)
+	}
+	if a := testing.AllocsPerRun(100, func() { pk.Pick(nil) }); a != 0 {
+		t.Errorf("%v allocs per pick on the new cycle", a)
 	}
 }
