@@ -130,7 +130,7 @@ upstream "web" {
 	if u.Timeouts != (Timeouts{250 * time.Millisecond, 30 * time.Second, 90 * time.Second}) {
 		t.Errorf("timeouts = %+v", u.Timeouts)
 	}
-	if len(cfg.Warnings) != 2 {
+	if len(cfg.Warnings) != 0 {
 		t.Errorf("warnings:\n%s", linesOf(cfg.Warnings))
 	}
 }
@@ -447,7 +447,7 @@ func TestFormatDiagnostics(t *testing.T) {
 }
 
 func TestNotYetSupported(t *testing.T) {
-	if !NotYetSupported("upstream.health_check") || NotYetSupported("load_balancing.round_robin") {
+	if !NotYetSupported("consul.register") || NotYetSupported("load_balancing.round_robin") || NotYetSupported("upstream.health_check") {
 		t.Error("NotYetSupported table is off")
 	}
 }
@@ -477,5 +477,30 @@ func TestFullExample(t *testing.T) {
 	}
 	if u.Range.Start.Line != 49 || u.Routes[0].Range.Start.Line != 53 || u.Backends[0].Range.Start.Line != 59 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
+	}
+}
+
+func TestSlowStart(t *testing.T) {
+	cfg := mustParse(t, testListener+`
+upstream "web" {
+  slow_start = "30s"
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+}`)
+	if got := cfg.Upstreams[0].SlowStart; got != 30*time.Second {
+		t.Fatalf("slow_start = %v", got)
+	}
+	_, diags := Parse("bad.hcl", []byte(testListener+`
+upstream "web" {
+  slow_start = "2h"
+  route {}
+  backend "a" {
+    address = "http://127.0.0.1:8080"
+  }
+}`))
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "slow_start") {
+		t.Fatalf("slow_start = 2h: %v", diags)
 	}
 }

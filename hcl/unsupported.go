@@ -11,15 +11,8 @@ import (
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
 var notYetSupported = map[string]string{
-	"consul.register":                "self-registration in Consul (consul.register)",
-	"telemetry.dogstatsd_address":    "the DogStatsD metrics sink (telemetry.dogstatsd_address)",
-	"upstream.health_check":          "active health checks (health_check)",
-	"upstream.outlier_detection":     "passive outlier detection (outlier_detection)",
-	"upstream.hash_on":               "hash_on",
-	"load_balancing.random":          `load_balancing "random"`,
-	"load_balancing.least_request":   `load_balancing "least_request"`,
-	"load_balancing.consistent_hash": `load_balancing "consistent_hash"`,
-	"load_balancing.ewma":            `load_balancing "ewma"`,
+	"consul.register":             "self-registration in Consul (consul.register)",
+	"telemetry.dogstatsd_address": "the DogStatsD metrics sink (telemetry.dogstatsd_address)",
 }
 
 // NotYetSupported reports whether feature (a key such as

@@ -92,16 +92,22 @@ func BenchmarkConsistentHashBuild(b *testing.B) {
 	}
 }
 
-// BenchmarkRoundRobinLive measures round_robin when weights differ from the
-// picker's snapshot (slow start): the O(n) live algorithm under its mutex.
+// BenchmarkRoundRobinLive measures round_robin while weights keep changing
+// (slow start): the O(n) live algorithm under its mutex. One weight changes
+// every 1024 picks so the picker never settles on a new cycle.
 func BenchmarkRoundRobinLive(b *testing.B) {
 	for _, n := range []int{3, 30, 300} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			cs := benchSet(n, true)
 			pk := mustNew(b, policyCase{RoundRobin, Options{}}).Picker(cs)
-			cs[0].(*fake).w.Add(1)
+			f := cs[0].(*fake)
+			base := f.w.Load()
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
+				if i++; i%1024 == 0 {
+					f.w.Store(base + 1 + int64(i/1024%2))
+				}
 				pk.Pick(nil)
 			}
 		})

@@ -296,7 +296,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.cfg.SlowStart, res: res}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			next[key] = b
 			created = append(created, b)
@@ -391,4 +391,14 @@ func (u *Upstream) Close() {
 		drain(b)
 	}
 	u.cancel()
+}
+
+// slowStart is the ramp for new backends. consistent_hash reads weights only
+// when its table is built, so a ramp would freeze a joining backend at weight
+// 1 until the next membership change: it gets no slow start (as in Envoy).
+func (u *Upstream) slowStart() time.Duration {
+	if u.cfg.LoadBalancing == balance.ConsistentHash {
+		return 0
+	}
+	return u.cfg.SlowStart
 }
