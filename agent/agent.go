@@ -193,6 +193,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.dev != nil {
 		a.dev.announce(a.log, a.gw.Addrs())
 	}
+	samplerCtx, stopSampler := context.WithCancel(context.Background())
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-samplerCtx.Done():
+				return
+			case <-t.C:
+				a.disc.sampleStaleness()
+			}
+		}
+	}()
+	defer func() { stopSampler(); <-samplerDone }()
 	a.log.Info("impulse-agent started", "listeners", len(cfg.Listeners), "upstreams", len(cfg.Upstreams))
 
 	<-ctx.Done()
@@ -259,17 +275,24 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 	return a.gen, nil, nil
 }
 
-// ready combines the gateway's readiness, discovery sync and draining.
-func (a *Agent) ready() (bool, []string) {
-	var reasons []string
+// ready combines the gateway's readiness, discovery sync and draining;
+// degraded lists discovery problems that do not stop traffic.
+func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 	if a.draining.Load() {
 		reasons = append(reasons, "draining")
 	}
 	if ok, r := a.gw.Ready(); !ok {
 		reasons = append(reasons, r...)
 	}
-	reasons = append(reasons, a.disc.notReady()...)
-	return len(reasons) == 0, reasons
+	a.mu.Lock()
+	maxStale := time.Duration(0)
+	if a.cfg.Consul != nil {
+		maxStale = a.cfg.Consul.MaxStaleness
+	}
+	a.mu.Unlock()
+	notReady, degraded := a.disc.readiness(maxStale)
+	reasons = append(reasons, notReady...)
+	return len(reasons) == 0, reasons, degraded
 }
 
 // ControlAddr is the bound control API address once Run has started it.

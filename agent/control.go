@@ -16,12 +16,16 @@ func (a *Agent) controlHandler(token string) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /v1/ready", func(w http.ResponseWriter, r *http.Request) {
-		ready, reasons := a.ready()
-		if ready {
-			writeJSON(w, http.StatusOK, map[string]any{"ready": true})
-			return
+		ready, reasons, degraded := a.ready()
+		switch {
+		case !ready:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "status": "not_ready", "reasons": reasons, "degraded": nonNilSlice(degraded)})
+		case len(degraded) > 0:
+			// Still serving on the last known instances: stay in rotation.
+			writeJSON(w, http.StatusOK, map[string]any{"ready": true, "status": "degraded", "degraded": degraded})
+		default:
+			writeJSON(w, http.StatusOK, map[string]any{"ready": true, "status": "ok"})
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reasons": reasons})
 	})
 	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, a.gw.Upstreams())

@@ -16,6 +16,10 @@ import (
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
+// metricStaleness is the age of the last successful Consul query per
+// service, sampled every second by the agent.
+var metricStaleness = []string{"discovery", "last_success_age"}
+
 // metricsPrefix is the go-metrics service name: every key is emitted as
 // impulse.<key> (Prometheus: impulse_<key>).
 const metricsPrefix = "impulse"
@@ -37,7 +41,10 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 		retention = 60 * time.Second
 	}
 	opts := gmprom.PrometheusOpts{Expiration: retention, Registerer: reg}
-	for _, d := range append(append([]gmprom.GaugeDefinition(nil), gateway.GaugeDefinitions...), discovery.Gauges...) {
+	gauges := append(append([]gmprom.GaugeDefinition(nil), gateway.GaugeDefinitions...), discovery.Gauges...)
+	gauges = append(gauges, gmprom.GaugeDefinition{Name: metricStaleness,
+		Help: "Seconds since the last successful Consul query of a watched service (label service); compare with consul.max_staleness."})
+	for _, d := range gauges {
 		d.Name = prefixed(d.Name)
 		opts.GaugeDefinitions = append(opts.GaugeDefinitions, d)
 	}

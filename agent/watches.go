@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
@@ -14,16 +17,30 @@ import (
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
+// Coalescing of discovery updates (architecture.md practice 5): a burst of
+// snapshots is applied once it has been quiet for coalesceQuiet, and never
+// later than coalesceMax after the first one.
+const (
+	coalesceQuiet = 20 * time.Millisecond
+	coalesceMax   = 500 * time.Millisecond
+)
+
 // discoverySet owns the discovery client and one watch per distinct Consul
 // query; several upstreams with the same query share one blocking loop.
+// Watches only record their latest snapshot and kick the applier goroutine,
+// so a slow apply never blocks a watch (latest wins).
 type discoverySet struct {
 	log     hclog.Logger
 	metrics *metrics.Metrics
 	gw      *gateway.Gateway
+	kick    chan struct{} // capacity 1: "something is dirty"
+	stopApp context.CancelFunc
+	appDone chan struct{}
 
 	mu      sync.Mutex // guards everything below
 	client  *discovery.Client
 	consul  hcl.Consul // the settings client was built from
+	token   string     // the token it uses (token_file content on reload may change)
 	watches map[string]*watch
 }
 
@@ -33,13 +50,64 @@ type watch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu   sync.Mutex
-	subs map[string]string // upstream name → scheme for discovered instances
-	last *discovery.Snapshot
+	mu    sync.Mutex
+	subs  map[string]string // upstream name → scheme for discovered instances
+	last  *discovery.Snapshot
+	dirty bool // last not yet applied
 }
 
 func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway) *discoverySet {
-	return &discoverySet{log: log, metrics: m, gw: gw, watches: map[string]*watch{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &discoverySet{log: log, metrics: m, gw: gw, watches: map[string]*watch{},
+		kick: make(chan struct{}, 1), stopApp: cancel, appDone: make(chan struct{})}
+	go d.applier(ctx)
+	return d
+}
+
+// applier applies dirty snapshots after a quiet period, until ctx is done.
+func (d *discoverySet) applier(ctx context.Context) {
+	defer close(d.appDone)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		}
+		deadline := time.Now().Add(coalesceMax)
+	quiet:
+		for {
+			t := time.NewTimer(min(coalesceQuiet, time.Until(deadline)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-d.kick:
+				t.Stop()
+				if time.Now().After(deadline) {
+					break quiet
+				}
+			case <-t.C:
+				break quiet
+			}
+		}
+		d.flush()
+	}
+}
+
+// flush feeds every dirty watch's latest snapshot to its upstreams.
+func (d *discoverySet) flush() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.watches {
+		w.mu.Lock()
+		if w.dirty {
+			w.dirty = false
+			for up, scheme := range w.subs {
+				d.feed(up, scheme, *w.last)
+			}
+		}
+		w.mu.Unlock()
+	}
 }
 
 // apply starts, re-targets and stops watches so that they match cfg. A
@@ -65,15 +133,28 @@ func (d *discoverySet) apply(cfg *hcl.Config) error {
 		d.stopLocked()
 		return nil
 	}
-	if d.client == nil || !sameConsul(d.consul, *cfg.Consul) {
+	token, err := resolveToken(cfg.Consul)
+	if err != nil {
+		return err
+	}
+	carried := map[string]*discovery.Snapshot{}
+	if d.client == nil || !sameConsul(d.consul, *cfg.Consul) || token != d.token {
+		// The new client's watches start from what the old ones knew: the
+		// upstreams keep their instances and readiness stays synced.
+		for k, w := range d.watches {
+			w.mu.Lock()
+			carried[k] = w.last
+			w.mu.Unlock()
+		}
 		d.stopLocked()
 		dc := discoveryConfig(cfg.Consul)
+		dc.Token, dc.TokenFile = token, ""
 		dc.Logger, dc.Metrics = d.log, d.metrics
 		c, err := discovery.New(dc)
 		if err != nil {
 			return fmt.Errorf("agent: consul: %w", err)
 		}
-		d.client, d.consul = c, *cfg.Consul
+		d.client, d.consul, d.token = c, *cfg.Consul, token
 	}
 	for k, w := range d.watches {
 		if _, ok := want[k]; !ok {
@@ -85,12 +166,25 @@ func (d *discoverySet) apply(cfg *hcl.Config) error {
 	for k, subs := range want {
 		w := d.watches[k]
 		if w == nil {
-			w = d.startLocked(queries[k])
+			w = d.startLocked(queries[k], carried[k])
 			d.watches[k] = w
 		}
 		w.setSubscribers(d, subs)
 	}
 	return nil
+}
+
+// resolveToken reads token_file (re-read on every reload, so a rotated token
+// takes effect) or returns the inline token.
+func resolveToken(c *hcl.Consul) (string, error) {
+	if c.TokenFile == "" {
+		return c.Token, nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("agent: consul token_file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 func sameConsul(a, b hcl.Consul) bool {
@@ -105,9 +199,9 @@ func sameConsul(a, b hcl.Consul) bool {
 	return a == b && ta == tb
 }
 
-func (d *discoverySet) startLocked(q discovery.Query) *watch {
+func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot) *watch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}}
+	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}, last: last}
 	client := d.client
 	go func() {
 		defer close(w.done)
@@ -121,15 +215,15 @@ func (d *discoverySet) startLocked(q discovery.Query) *watch {
 	return w
 }
 
-// deliver converts a snapshot for every subscribed upstream and hands it to
-// the gateway. It runs on the watch goroutine; SetDiscovered only swaps
-// pointers, so it never blocks the watch for long.
+// deliver records the latest snapshot and kicks the applier. It runs on the
+// watch goroutine and never waits for the gateway.
 func (w *watch) deliver(d *discoverySet, s discovery.Snapshot) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.last = &s
-	for up, scheme := range w.subs {
-		d.feed(up, scheme, s)
+	w.last, w.dirty = &s, true
+	w.mu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -137,11 +231,11 @@ func (w *watch) setSubscribers(d *discoverySet, subs map[string]string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for up, scheme := range subs {
-		if old, ok := w.subs[up]; (!ok || old != scheme) && w.last != nil {
+		if old, ok := w.subs[up]; (!ok || old != scheme) && w.last != nil && !w.dirty {
 			d.feed(up, scheme, *w.last)
 		}
 	}
-	w.subs = subs
+	w.subs = subs // a dirty snapshot reaches every subscriber at the next flush
 }
 
 func (d *discoverySet) feed(up, scheme string, s discovery.Snapshot) {
@@ -156,33 +250,68 @@ func (d *discoverySet) feed(up, scheme string, s discovery.Snapshot) {
 	d.log.Debug("discovered backends applied", "upstream", up, "service", s.Query.Service, "backends", len(sp), "index", s.Index)
 }
 
-// notReady lists watches that have not synced once, with their last error.
-func (d *discoverySet) notReady() []string {
+// readiness lists watches that have not synced once (not ready) and
+// watches that are degraded: denied by ACLs, or without a successful query
+// for longer than maxStale. Degraded discovery keeps serving the last known
+// instances, so it does not fail readiness: failing every gateway at once
+// while Consul is down would turn a Consul outage into a traffic outage.
+func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []string
+	if d.client == nil {
+		return nil, nil
+	}
+	byKey := map[string]discovery.WatchStatus{}
+	for _, st := range d.client.Status() {
+		byKey[st.Query.Key()] = st
+	}
 	for _, w := range d.watches {
+		st := byKey[w.q.Key()]
 		w.mu.Lock()
 		synced := w.last != nil
 		w.mu.Unlock()
-		if !synced {
-			msg := "consul service " + w.q.Service + ": not synced yet"
-			for _, st := range d.client.Status() {
-				if st.Query.Key() == w.q.Key() && st.LastError != "" {
-					msg += " (last error: " + st.LastError + ")"
-				}
+		name := "consul service " + w.q.Service
+		switch {
+		case !synced:
+			msg := name + ": not synced yet"
+			if st.LastError != "" {
+				msg += " (last error: " + st.LastError + ")"
 			}
-			out = append(out, msg)
+			notReady = append(notReady, msg)
+		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
+			degraded = append(degraded, name+": ACL denied, serving the last known instances ("+st.LastError+")")
+		case maxStale > 0 && time.Since(st.LastSuccess) > maxStale:
+			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known instances (last error: %s)",
+				name, time.Since(st.LastSuccess).Round(time.Second), st.LastError))
 		}
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(notReady)
+	sort.Strings(degraded)
+	return notReady, degraded
 }
 
-func (d *discoverySet) stop() {
+// sampleStaleness sets the per-service last-success age gauge.
+func (d *discoverySet) sampleStaleness() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.client == nil || d.metrics == nil {
+		return
+	}
+	for _, st := range d.client.Status() {
+		if st.Synced {
+			d.metrics.SetGaugeWithLabels(metricStaleness, float32(time.Since(st.LastSuccess).Seconds()),
+				[]metrics.Label{{Name: "service", Value: st.Query.Service}})
+		}
+	}
+}
+
+// stop ends every watch and the applier.
+func (d *discoverySet) stop() {
+	d.mu.Lock()
 	d.stopLocked()
+	d.mu.Unlock()
+	d.stopApp()
+	<-d.appDone
 }
 
 func (d *discoverySet) stopLocked() {

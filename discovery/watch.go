@@ -23,6 +23,9 @@ type WatchStatus struct {
 	// LastError is the error of the last query, "" when it succeeded. It
 	// names the endpoint and the HTTP status or failure reason; never a token.
 	LastError string
+	// LastErrorReason classifies LastError like the query.errors metric:
+	// timeout, transport, decode, acl_filtered or http_<status>.
+	LastErrorReason string
 	// LastIndex is the X-Consul-Index of the last successful reply.
 	LastIndex uint64
 	// Instances is the size of the last emitted snapshot.
@@ -136,7 +139,7 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
 			failures = attempt
 			c.metrics.queryError(q.Service, qe.reason)
-			w.update(func(s *WatchStatus) { s.LastError = qe.Error() })
+			w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
 		},
 	}
 	return loop.run(ctx)
@@ -144,7 +147,7 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 
 // succeeded records a successful reply in the status and metrics.
 func (c *Client) succeeded(service string, w *watchState, index uint64, at time.Time) {
-	w.update(func(s *WatchStatus) { s.LastSuccess, s.LastError, s.LastIndex = at, "", index })
+	w.update(func(s *WatchStatus) { s.LastSuccess, s.LastError, s.LastErrorReason, s.LastIndex = at, "", "", index })
 	c.metrics.success(service, at)
 }
 

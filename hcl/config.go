@@ -148,6 +148,11 @@ type Consul struct {
 	Wait time.Duration
 	// Stale allows stale reads.
 	Stale bool
+	// MaxStaleness is how long a watched service may go without a successful
+	// query before /v1/ready reports discovery as degraded (traffic keeps
+	// flowing on the last known instances). Default 2 × Wait; at least
+	// Wait + Wait/16 + 5s, at most 24h.
+	MaxStaleness time.Duration
 	// TLS configures HTTPS to Consul; nil when the block is absent.
 	TLS *TLS
 	// Register is the gateway's self-registration; nil when absent.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
@@ -46,6 +47,10 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 		Wait:       b.duration(r.Wait, DefaultConsulWait, MinConsulWait, MaxConsulWait),
 		Stale:      b.boolean(r.Stale, false),
 	}
+	// A blocking query legitimately succeeds only every wait + wait/16, so a
+	// smaller bound would report healthy discovery as stale.
+	minStale := c.Wait + c.Wait/16 + 5*time.Second
+	c.MaxStaleness = b.duration(r.MaxStaleness, 2*c.Wait, minStale, 24*time.Hour)
 
 	// Address and scheme: file, then environment, then defaults.
 	addrScheme := ""

@@ -293,7 +293,7 @@ func TestConsulEnvironment(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatal(linesOf(diags))
 			}
-			tt.want.Wait = DefaultConsulWait
+			tt.want.Wait, tt.want.MaxStaleness = DefaultConsulWait, 2*DefaultConsulWait
 			if *cfg.Consul != tt.want {
 				t.Errorf("consul = %+v, want %+v", *cfg.Consul, tt.want)
 			}

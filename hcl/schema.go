@@ -39,13 +39,14 @@ type rawFile struct {
 type rawConsul struct {
 	DefRange hcl2.Range `hcl:",def_range"`
 
-	Address    *hcl2.Attribute `hcl:"address,optional"`
-	Scheme     *hcl2.Attribute `hcl:"scheme,optional"`
-	Token      *hcl2.Attribute `hcl:"token,optional"`
-	TokenFile  *hcl2.Attribute `hcl:"token_file,optional"`
-	Datacenter *hcl2.Attribute `hcl:"datacenter,optional"`
-	Wait       *hcl2.Attribute `hcl:"wait,optional"`
-	Stale      *hcl2.Attribute `hcl:"stale,optional"`
+	Address      *hcl2.Attribute `hcl:"address,optional"`
+	Scheme       *hcl2.Attribute `hcl:"scheme,optional"`
+	Token        *hcl2.Attribute `hcl:"token,optional"`
+	TokenFile    *hcl2.Attribute `hcl:"token_file,optional"`
+	Datacenter   *hcl2.Attribute `hcl:"datacenter,optional"`
+	Wait         *hcl2.Attribute `hcl:"wait,optional"`
+	Stale        *hcl2.Attribute `hcl:"stale,optional"`
+	MaxStaleness *hcl2.Attribute `hcl:"max_staleness,optional"`
 
 	TLSs      []*rawTLS      `hcl:"tls,block"`
 	Registers []*rawRegister `hcl:"register,block"`

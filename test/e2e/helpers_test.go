@@ -380,8 +380,10 @@ func (a *agentProc) readyStatus() (int, readyBody) {
 }
 
 type readyBody struct {
-	Ready   bool     `json:"ready"`
-	Reasons []string `json:"reasons"`
+	Ready    bool     `json:"ready"`
+	Status   string   `json:"status"`
+	Reasons  []string `json:"reasons"`
+	Degraded []string `json:"degraded"`
 }
 
 // backendInfo is one element of /v1/backends.
