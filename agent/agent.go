@@ -182,6 +182,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err == nil {
 		err = a.disc.apply(cfg)
 	}
+	var deregister func()
+	if err == nil {
+		deregister, err = a.startRegistration(cfg)
+	}
 	if err != nil {
 		a.disc.stop()
 		_ = control.Close()
@@ -212,11 +216,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("impulse-agent started", "listeners", len(cfg.Listeners), "upstreams", len(cfg.Upstreams))
 
 	<-ctx.Done()
-	return a.shutdown(cfg.DrainTimeout, control, controlDone)
+	return a.shutdown(cfg.DrainTimeout, deregister, control, controlDone)
 }
 
-func (a *Agent) shutdown(drain time.Duration, control *http.Server, controlDone chan struct{}) error {
+func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.Server, controlDone chan struct{}) error {
 	a.draining.Store(true)
+	if deregister != nil {
+		// Leave the catalog first: Consul stops sending new clients here
+		// before the listeners stop accepting.
+		deregister()
+	}
 	a.log.Info("shutting down: draining listeners", "drain_timeout", drain.String())
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()

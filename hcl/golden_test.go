@@ -92,9 +92,9 @@ func TestGoldenGood(t *testing.T) {
 // configurations independently of the golden files.
 func TestGoodWarnings(t *testing.T) {
 	tests := map[string][]string{
-		"testdata/good/full.hcl":        {"consul register"},
+		"testdata/good/full.hcl":        nil,
 		"testdata/good/minimal.hcl":     nil,
-		"testdata/good/unsupported.hcl": {"consul register", "telemetry dogstatsd"},
+		"testdata/good/unsupported.hcl": {"telemetry dogstatsd"},
 	}
 	for path, want := range tests {
 		cfg, diags := Load([]string{path})

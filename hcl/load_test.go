@@ -447,7 +447,7 @@ func TestFormatDiagnostics(t *testing.T) {
 }
 
 func TestNotYetSupported(t *testing.T) {
-	if !NotYetSupported("consul.register") || NotYetSupported("load_balancing.round_robin") || NotYetSupported("upstream.health_check") {
+	if !NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") {
 		t.Error("NotYetSupported table is off")
 	}
 }

@@ -11,7 +11,6 @@ import (
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
 var notYetSupported = map[string]string{
-	"consul.register":             "self-registration in Consul (consul.register)",
 	"telemetry.dogstatsd_address": "the DogStatsD metrics sink (telemetry.dogstatsd_address)",
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,4 +130,63 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestSelfRegistration: consul.register puts the gateway in the catalog with
+// a passing readiness check, registers again after a Consul agent restart
+// (which forgets it), and on SIGTERM leaves the catalog while a slow
+// response is still draining.
+func TestSelfRegistration(t *testing.T) {
+	c := consultest.Start(t)
+	be := newHTTP1Backend(t, "reg-1")
+	cfg := baseHCL() + fmt.Sprintf(`
+consul {
+  address = %q
+  wait    = "2s"
+  register {
+    service = "edge"
+    tags    = ["h3"]
+  }
+}
+`, c.Addr()) + staticUpstreamHCL("web", "/", "", be)
+	a := startAgent(t, cfg)
+	_, port, _ := strings.Cut(a.ListenAddr, ":")
+	edge := func() []*api.ServiceEntry {
+		entries, _, err := c.Client().Health().Service("edge", "", true, nil)
+		if err != nil {
+			return nil
+		}
+		return entries
+	}
+	waitFor(t, 15*time.Second, "a passing edge instance", func() bool {
+		e := edge()
+		return len(e) == 1 && fmt.Sprint(e[0].Service.Port) == port && len(e[0].Service.Tags) == 1
+	})
+
+	c.Restart()
+	waitFor(t, 30*time.Second, "registration again after the Consul restart", func() bool { return len(edge()) == 1 })
+
+	client, _ := newH3Client(t)
+	done := make(chan result, 1)
+	go func() {
+		r, _ := get(client, a.URL("/slow?first=1024&total=2048&sleep=3s"))
+		done <- r
+	}()
+	waitFor(t, 10*time.Second, "the slow request to start", func() bool { return be.Hits() > 0 })
+	a.Signal(syscall.SIGTERM)
+	waitFor(t, 5*time.Second, "deregistration while draining", func() bool {
+		entries, _, err := c.Client().Health().Service("edge", "", false, nil)
+		return err == nil && len(entries) == 0
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("slow response finished (%d) before deregistration was observed", r.Status)
+	default:
+	}
+	if r := <-done; r.Status != 200 || len(r.Body) != 2048 {
+		t.Fatalf("slow response after SIGTERM: %d, %d bytes", r.Status, len(r.Body))
+	}
+	if code := a.WaitExit(10 * time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
 }
