@@ -71,6 +71,9 @@ type Config struct {
 	// off).
 	Active  *health.ActiveConfig
 	Passive *health.PassiveConfig
+	// NewTransport builds each backend's round-tripper (nil: transport.New);
+	// benchmarks plug in an in-memory backend here.
+	NewTransport func(transport.Options) (transport.RoundTripper, error)
 	// Events receives backend lifecycle events (nil: none). It is called
 	// from checker goroutines and request paths; it must not block.
 	Events func(Event)
@@ -286,7 +289,11 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 				continue
 			}
 			res := newResolver(s.Host, s.Port)
-			rt, err := transport.New(transport.Options{
+			newTransport := u.cfg.NewTransport
+			if newTransport == nil {
+				newTransport = transport.New
+			}
+			rt, err := newTransport(transport.Options{
 				Scheme: s.Scheme, TLS: u.cfg.TLS,
 				ConnectTimeout: u.cfg.ConnectTimeout, IdleTimeout: u.cfg.IdleTimeout,
 				Dial: func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {

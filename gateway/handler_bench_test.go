@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"bytes"
+
+	"github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// memBackend answers every request with a fixed 64-byte body, in memory.
+type memBackend struct{ body []byte }
+
+func (m memBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode:    200,
+		Header:        http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"64"}},
+		Body:          io.NopCloser(bytes.NewReader(m.body)),
+		ContentLength: int64(len(m.body)),
+	}, nil
+}
+
+func (memBackend) CloseIdleConnections() {}
+
+// discardWriter is a minimal http.ResponseWriter with Flush.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      {}
+
+// BenchmarkHandler measures the whole request path — route lookup, pick,
+// header conversion, round trip to an in-memory backend, response copy and
+// metrics — without QUIC.
+func BenchmarkHandler(b *testing.B) { benchHandler(b, nil) }
+
+func benchHandler(b *testing.B, m *metrics.Metrics) {
+	mem := memBackend{body: bytes.Repeat([]byte("x"), 64)}
+	uc := UpstreamConfig{Config: upstream.Config{Name: "web",
+		NewTransport: func(transport.Options) (transport.RoundTripper, error) { return mem, nil }},
+		Routes: []RouteConfig{{PathPrefix: "/"}},
+		Static: []upstream.Spec{{ID: "a", Scheme: "http", Host: "127.0.0.1", Port: 1, Weight: 1}, {ID: "b", Scheme: "http", Host: "127.0.0.1", Port: 2, Weight: 1}}}
+	g, err := New(Config{Upstreams: []UpstreamConfig{uc}, Metrics: m})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Shutdown(b.Context())
+	h := g.handlerFor("bench")
+	u, _ := url.Parse("https://example.com/small?x=1")
+	b.ReportAllocs()
+	for b.Loop() {
+		r := &http.Request{Method: "GET", URL: u, Host: "example.com", Proto: "HTTP/3.0", ProtoMajor: 3,
+			Header:     http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}},
+			RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}
+		r = r.WithContext(b.Context())
+		h.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+	}
+}
+
+// BenchmarkRemoveHopHeaders measures header sanitizing of a typical request.
+func BenchmarkRemoveHopHeaders(b *testing.B) {
+	src := http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}, "Accept-Encoding": {"gzip"}, "Cookie": {strings.Repeat("a", 40)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		h := src.Clone()
+		removeHopHeaders(h)
+	}
+}
+
+// BenchmarkHandlerPrometheus is BenchmarkHandler with the Prometheus sink
+// the agent uses, to show the cost of per-request metrics.
+func BenchmarkHandlerPrometheus(b *testing.B) {
+	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := metrics.DefaultConfig("impulse")
+	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
+	m, _ := metrics.New(cfg, sink)
+	benchHandler(b, m)
+}
