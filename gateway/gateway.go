@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -197,8 +198,39 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 }
 
 func sameTransport(a, b upstream.Config) bool {
-	return a.TLS == b.TLS && a.SlowStart == b.SlowStart && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
+	return sameTLS(a.TLS, b.TLS) && a.SlowStart == b.SlowStart && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
 		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
+}
+
+// sameTLS compares client TLS settings by content: the agent builds a new
+// *tls.Config on every reload, and an unchanged one must not rebuild the
+// upstream (which would reset backend health and connections).
+func sameTLS(a, b *tls.Config) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	if a.ServerName != b.ServerName || a.InsecureSkipVerify != b.InsecureSkipVerify ||
+		a.MinVersion != b.MinVersion || a.MaxVersion != b.MaxVersion || len(a.Certificates) != len(b.Certificates) {
+		return false
+	}
+	if (a.RootCAs == nil) != (b.RootCAs == nil) || (a.RootCAs != nil && !a.RootCAs.Equal(b.RootCAs)) {
+		return false
+	}
+	for i := range a.Certificates {
+		ca, cb := a.Certificates[i].Certificate, b.Certificates[i].Certificate
+		if len(ca) != len(cb) {
+			return false
+		}
+		for j := range ca {
+			if !bytes.Equal(ca[j], cb[j]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func equalPtr[T comparable](a, b *T) bool {

@@ -116,3 +116,34 @@ func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestReloadKeepsUpstreamWithEqualTLS: an Apply with an equal but newly
+// built TLS configuration keeps the upstream (and its backends' health).
+func TestReloadKeepsUpstreamWithEqualTLS(t *testing.T) {
+	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	uc := staticUpstream("u", "/", be)
+	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	before := g.table.Load().upstreams["u"]
+	uc2 := staticUpstream("u", "/", be) // a fresh *tls.Config with the same roots
+	if uc2.TLS == uc.TLS {
+		t.Fatal("test needs distinct pointers")
+	}
+	if err := g.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{uc2}}); err != nil {
+		t.Fatal(err)
+	}
+	if g.table.Load().upstreams["u"] != before {
+		t.Fatal("equal TLS settings rebuilt the upstream")
+	}
+	uc3 := staticUpstream("u", "/", be)
+	uc3.TLS.ServerName = "other.example"
+	if err := g.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{uc3}}); err != nil {
+		t.Fatal(err)
+	}
+	if g.table.Load().upstreams["u"] == before {
+		t.Fatal("changed TLS settings kept the upstream")
+	}
+}
