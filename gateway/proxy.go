@@ -144,13 +144,18 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 	defer copyBufPool.Put(bufp)
 	buf := *bufp
 	flusher, _ := w.(http.Flusher)
+	var written int64
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil, werr
 			}
-			if flusher != nil {
+			written += int64(n)
+			// Flush while more is coming, so streams and slow bodies reach the
+			// client as they arrive; the last chunk of a body of known length
+			// goes out with the end of the stream instead (one packet less).
+			if flusher != nil && rerr == nil && (resp.ContentLength < 0 || written < resp.ContentLength) {
 				flusher.Flush()
 			}
 		}
