@@ -329,5 +329,10 @@ func readToken(path string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// ForceClose closes every listener and connection at once (clients see
+// H3_REQUEST_CANCELLED instead of waiting for an idle timeout): the forced
+// stop after a second signal, while a graceful Run is still draining.
+func (a *Agent) ForceClose() { a.gw.Close() }
+
 // ListenerAddrs returns the bound UDP address of every running listener.
 func (a *Agent) ListenerAddrs() map[string]net.Addr { return a.gw.Addrs() }

@@ -81,6 +81,7 @@ type Gateway struct {
 
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
 	listeners map[string]*listener
+	draining  []*listener // taken by Shutdown; Close still reaches them
 	shutdown  bool
 
 	stopSampling context.CancelFunc
@@ -272,6 +273,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.shutdown = true
 	ls := g.listeners
 	g.listeners = map[string]*listener{}
+	for _, l := range ls {
+		g.draining = append(g.draining, l)
+	}
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	errs := make([]error, 0, len(ls))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ type listener struct {
 	server *http3.Server
 	tls    atomic.Pointer[tls.Config]
 	done   chan struct{} // closed when Serve returns
+	conns  sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
 }
 
 // startListener binds the UDP socket synchronously (so bind errors surface
@@ -57,7 +59,11 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 		Logger: g.qlog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
 			g.metrics.connOpened(lc.Name)
-			context.AfterFunc(c.Context(), func() { g.metrics.connClosed(lc.Name) })
+			l.conns.Store(c, struct{}{})
+			context.AfterFunc(c.Context(), func() {
+				l.conns.Delete(c)
+				g.metrics.connClosed(lc.Name)
+			})
 			return ctx
 		},
 	}
@@ -74,7 +80,19 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 // shutdown sends GOAWAY, waits for in-flight requests until ctx is done,
 // then closes the remaining connections and the socket.
 func (l *listener) shutdown(ctx context.Context) error {
-	err := l.server.Shutdown(ctx)
+	// Out of time, tell the clients their requests were cut (RFC 9114 §8.1)
+	// before quic-go's own close would report H3_NO_ERROR.
+	inner, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, func() {
+		l.closeConns("drain_timeout reached")
+		cancel()
+	})
+	err := l.server.Shutdown(inner)
+	stop()
+	cancel()
+	if err != nil {
+		err = ctx.Err()
+	}
 	_ = l.server.Close()
 	cerr := l.conn.Close()
 	<-l.done
@@ -151,4 +169,31 @@ func (g *Gateway) Addrs() map[string]net.Addr {
 		m[name] = l.conn.LocalAddr()
 	}
 	return m
+}
+
+// closeConns closes every open connection with H3_REQUEST_CANCELLED.
+func (l *listener) closeConns(reason string) {
+	l.conns.Range(func(k, _ any) bool {
+		_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeRequestCanceled), reason)
+		return true
+	})
+}
+
+// Close stops every listener at once: open connections are closed with
+// H3_REQUEST_CANCELLED so clients fail fast instead of waiting for an idle
+// timeout. It is the forced stop after a second signal.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	ls := g.draining
+	for _, l := range g.listeners {
+		ls = append(ls, l)
+	}
+	g.listeners = map[string]*listener{}
+	g.shutdown = true
+	g.mu.Unlock()
+	for _, l := range ls {
+		l.closeConns("shutting down")
+		_ = l.server.Close()
+		_ = l.conn.Close()
+	}
 }

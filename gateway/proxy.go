@@ -132,6 +132,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 	for k, v := range resp.Header {
 		h[k] = v
 	}
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		// A present-but-nil value stops the HTTP/3 writer from sniffing one:
+		// a proxy must not invent a media type the backend did not send.
+		h["Content-Type"] = nil
+	}
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -392,4 +396,65 @@ func (r *randReader) Read(p []byte) (int, error) {
 		p[i] = byte(r.r.Uint32())
 	}
 	return len(p), nil
+}
+
+// TestNoInventedContentType: a backend response without Content-Type reaches
+// the client without one (the HTTP/3 writer would otherwise sniff a type).
+func TestNoInventedContentType(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil
+		io.WriteString(w, "<html>ok</html>")
+	}))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	resp := h.get("/")
+	resp.Body.Close()
+	if ct, ok := resp.Header["Content-Type"]; ok {
+		t.Fatalf("Content-Type %q added by the gateway", ct)
+	}
+}
+
+// TestTLSHandshakeFailureReason: an https backend that does not speak TLS is
+// a 502 backend_tls_failed, not a connect failure.
+func TestTLSHandshakeFailureReason(t *testing.T) {
+	plain := newH1Backend(t, named("plain"))
+	uc := staticUpstream("u", "/", plain)
+	uc.Static[0].Scheme = "https"
+	h := newHarness(t, uc)
+	resp := h.get("/")
+	resp.Body.Close()
+	if resp.StatusCode != 502 || resp.Header.Get("X-Impulse-Error") != "backend_tls_failed" {
+		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+	}
+}
+
+// TestDrainTimeoutCancelsRequests: when drain_timeout runs out, clients see
+// H3_REQUEST_CANCELLED, not a clean H3_NO_ERROR close.
+func TestDrainTimeoutCancelsRequests(t *testing.T) {
+	started := make(chan struct{})
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "12345")
+		w.(http.Flusher).Flush()
+		close(started)
+		<-r.Context().Done()
+	}))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := h.client.Get(h.base + "/")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	h.gw.Shutdown(ctx)
+	err := <-errc
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) || ae.ErrorCode != quic.ApplicationErrorCode(http3.ErrCodeRequestCanceled) {
+		t.Fatalf("client saw %v, want H3_REQUEST_CANCELLED", err)
+	}
 }

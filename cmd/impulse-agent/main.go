@@ -52,7 +52,7 @@ const usage = `Usage:
   impulse-agent -config=PATH [-config=PATH ...] [-log-level=LEVEL] [-log-json]
   impulse-agent -dev [-dev-listen=ADDR] [-dev-control=ADDR]
   impulse-agent validate -config=PATH [...]
-  impulse-agent probe [-insecure] [-X METHOD] [-H 'Name: value']... [-d DATA|@file] [-v] [-n COUNT] URL
+  impulse-agent probe [-insecure] [-cacert FILE] [-X METHOD] [-H 'Name: value']... [-d DATA|@file|@-] [-v] [-n COUNT] [-timeout 10s] URL
   impulse-agent version
 
 Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads.
@@ -121,7 +121,8 @@ func runAgent(args []string, stderr io.Writer) int {
 				// Within a second it is the same signal sent to the whole
 				// process group (timeout(1), some supervisors); later it is
 				// an operator insisting.
-				fmt.Fprintln(stderr, "impulse-agent: second signal, exiting now")
+				fmt.Fprintln(stderr, "impulse-agent: second signal, closing connections and exiting now")
+				a.ForceClose()
 				os.Exit(1)
 			}
 		}

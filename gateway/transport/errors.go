@@ -52,6 +52,9 @@ func Classify(ctx context.Context, err error) (status int, reason string) {
 	}
 	var dialErr *DialError
 	if errors.As(err, &dialErr) {
+		if dialErr.TLS {
+			return http.StatusBadGateway, ReasonTLS
+		}
 		return http.StatusBadGateway, ReasonConnect
 	}
 	var opErr *net.OpError

@@ -101,11 +101,11 @@ func New(o Options) (RoundTripper, error) {
 				c := tls.Client(raw, cfg)
 				if err := c.HandshakeContext(ctx); err != nil {
 					raw.Close()
-					return nil, &DialError{Err: err}
+					return nil, &DialError{Err: err, TLS: true}
 				}
 				if p := c.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
 					c.Close()
-					return nil, &DialError{Err: fmt.Errorf("backend %s did not negotiate HTTP/2 (ALPN %q)", addr, p)}
+					return nil, &DialError{Err: fmt.Errorf("backend %s did not negotiate HTTP/2 (ALPN %q)", addr, p), TLS: true}
 				}
 				return c, nil
 			},
@@ -115,9 +115,12 @@ func New(o Options) (RoundTripper, error) {
 	}
 }
 
-// DialError wraps a failure to connect to a backend (TCP connect, TLS
-// handshake or ALPN), before any request byte was sent.
-type DialError struct{ Err error }
+// DialError wraps a failure to connect to a backend before any request byte
+// was sent: TCP connect, or (TLS true) the TLS handshake or ALPN.
+type DialError struct {
+	Err error
+	TLS bool
+}
 
 func (e *DialError) Error() string { return "transport: connect: " + e.Err.Error() }
 func (e *DialError) Unwrap() error { return e.Err }
