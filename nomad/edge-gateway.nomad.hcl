@@ -1,6 +1,9 @@
 # impulse-agent as a Consul-registered edge gateway: one instance per client
 # node (system job), HTTP/3 on UDP 443, backends discovered from Consul.
 # Scale out by adding nodes; put DNS or an L4 (UDP) balancer in front.
+# The gateway registers itself in Consul (consul.register) with a TTL check
+# that mirrors its readiness, and deregisters before it drains on SIGTERM;
+# the control API stays on loopback.
 job "impulse-edge" {
   type = "system"
 
@@ -11,18 +14,6 @@ job "impulse-edge" {
       }
       port "control" {
         static = 9901
-      }
-    }
-
-    service {
-      name     = "impulse-edge"
-      port     = "control"
-      provider = "consul"
-      check {
-        type     = "http"
-        path     = "/v1/ready"
-        interval = "5s"
-        timeout  = "2s"
       }
     }
 
@@ -50,10 +41,14 @@ job "impulse-edge" {
 
           consul {
             address = "{{ env "attr.unique.network.ip-address" }}:8500"
+            register {
+              service = "impulse-edge"
+              tags    = ["h3"]
+            }
           }
 
           control {
-            address = "0.0.0.0:{{ env "NOMAD_PORT_control" }}"
+            address = "127.0.0.1:{{ env "NOMAD_PORT_control" }}"
           }
 
           listener "public" {
@@ -78,13 +73,18 @@ job "impulse-edge" {
       }
 
       # Your TLS material, e.g. from Vault or Nomad variables.
+      # A rotated certificate is picked up by a reload, without a restart.
       template {
-        destination = "secrets/cert.pem"
-        data        = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .cert }}{{ end }}"
+        destination   = "secrets/cert.pem"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        data          = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .cert }}{{ end }}"
       }
       template {
-        destination = "secrets/key.pem"
-        data        = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .key }}{{ end }}"
+        destination   = "secrets/key.pem"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        data          = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .key }}{{ end }}"
       }
 
       # SIGTERM drains: GOAWAY, in-flight requests finish within drain_timeout.

@@ -4,7 +4,10 @@
 # Prints the binary's path. CONSUL_BIN, when set and executable, wins.
 set -euo pipefail
 VERSION=v1.14.11
-if [ -n "${CONSUL_BIN:-}" ] && [ -x "${CONSUL_BIN}" ]; then echo "$CONSUL_BIN"; exit 0; fi
+if [ -n "${CONSUL_BIN:-}" ]; then
+  [ -x "$CONSUL_BIN" ] || { echo "consul.sh: CONSUL_BIN=$CONSUL_BIN is not an executable file" >&2; exit 1; }
+  echo "$CONSUL_BIN"; exit 0
+fi
 CACHE="${IMPULSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/impulse-agent}"
 BIN="$CACHE/consul-$VERSION"
 # (No `| grep -q` here: with pipefail, grep closing the pipe early fails the check.)
