@@ -110,6 +110,9 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 		m = "removed"
 	}
 	st, reason, till := b.Health.Snapshot()
+	if !b.Health.Checked() {
+		reason = "no health_check configured" // membership alone decides
+	}
 	info := BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
 		Health: st.String(), HealthReason: reason, Eligible: b.Eligible(), Membership: m,
 		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight(), Resolution: b.Resolution()}

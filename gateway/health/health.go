@@ -157,6 +157,9 @@ func New(active *ActiveConfig, passive *PassiveConfig, budget *Budget, notify fu
 // admits it and it is not ejected. Lock-free, no clock read.
 func (s *State) Eligible() bool { return s.usable.Load() && !s.ejected.Load() }
 
+// Checked reports whether active checks are configured for the backend.
+func (s *State) Checked() bool { return s.active != nil }
+
 // Snapshot returns the active status, its canonical reason and the ejection
 // end (zero when not ejected).
 func (s *State) Snapshot() (Status, string, time.Time) {
