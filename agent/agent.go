@@ -65,10 +65,18 @@ type Agent struct {
 	gw   *gateway.Gateway
 	dev  *devEnv
 
-	mu       sync.Mutex // serializes Reload and guards cfg, gen, disc
-	cfg      *hcl.Config
-	gen      uint64
-	disc     *discoverySet
+	mu   sync.Mutex // serializes Reload and catalog applies; guards cfg, gen, disc, base, synth
+	cfg  *hcl.Config
+	gen  uint64
+	disc *discoverySet
+	// base is cfg converted for the gateway (listeners and upstream
+	// blocks), built once per load so that catalog applies reuse its TLS
+	// configurations and the gateway keeps those upstreams as they are.
+	base gateway.Config
+	// synth are the catalog upstreams last applied; catalog is the report
+	// of that merge, for the control API.
+	synth    []hcl.Upstream
+	catalog  atomic.Pointer[catalogReport]
 	draining atomic.Bool
 
 	controlAddr atomic.Pointer[net.Addr]
@@ -119,8 +127,9 @@ func New(opts Options) (*Agent, error) {
 		a.closeDev()
 		return nil, err
 	}
-	a.cfg, a.gen = cfg, 1
-	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw)
+	a.cfg, a.gen, a.base = cfg, 1, gc
+	a.catalog.Store(&catalogReport{})
+	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
 	return a, nil
 }
 
@@ -175,12 +184,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	a.log.Info("control API listening", "address", addr.String())
 
-	gc, err := gatewayConfig(cfg)
+	a.mu.Lock()
+	listeners := a.base.Listeners
+	a.mu.Unlock()
+	err = a.gw.Start(ctx, listeners)
 	if err == nil {
-		err = a.gw.Start(ctx, gc.Listeners)
-	}
-	if err == nil {
-		err = a.disc.apply(cfg)
+		err = a.disc.apply(cfg, false)
 	}
 	var deregister func()
 	if err == nil {
@@ -260,18 +269,16 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, diags, err
 	}
-	gc, err := gatewayConfig(cfg)
+	base, err := gatewayConfig(cfg)
 	if err != nil {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err
 	}
-	if err := a.gw.Apply(context.Background(), gc); err != nil {
+	if err := a.applyLocked(cfg, base, true); err != nil {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err
 	}
-	if err := a.disc.apply(cfg); err != nil {
-		a.log.Error("reload: discovery", "error", err)
-	}
+	a.base = base
 	if cfg.Control != a.cfg.Control || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
 		a.log.Warn("reload: control, telemetry and log_json changes take effect after a restart")
 	}
@@ -291,7 +298,16 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 		reasons = append(reasons, "draining")
 	}
 	if ok, r := a.gw.Ready(); !ok {
-		reasons = append(reasons, r...)
+		// Catalog upstreams never make the gateway unready (see
+		// discoverySet.readiness): drop their "not synced" reasons.
+		rep := a.catalog.Load()
+		for _, reason := range r {
+			name, _, _ := strings.Cut(strings.TrimPrefix(reason, "upstream "), ": ")
+			if strings.HasPrefix(reason, "upstream ") && rep.Upstreams[name] {
+				continue
+			}
+			reasons = append(reasons, reason)
+		}
 	}
 	a.mu.Lock()
 	maxStale := time.Duration(0)

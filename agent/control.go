@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // controlHandler serves the control API (interface.md "Control API"). When a
@@ -28,13 +31,13 @@ func (a *Agent) controlHandler(token string) http.Handler {
 		}
 	})
 	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.gw.Upstreams())
+		writeJSON(w, http.StatusOK, upstreamEntries(a.gw.Upstreams(), a.catalog.Load()))
 	})
 	mux.HandleFunc("GET /v1/backends", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, nonNilSlice(a.gw.Backends()))
 	})
 	mux.HandleFunc("GET /v1/routes", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, a.gw.Routes())
+		writeJSON(w, http.StatusOK, routeEntries(a.gw.Routes(), a.catalog.Load()))
 	})
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		gen, diags, err := a.Reload()
@@ -74,4 +77,54 @@ func nonNilSlice[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// routeEntry is one element of /v1/routes: the gateway's route, where it
+// was declared ("hcl" or "consul:<service>") and the Consul declarations of
+// the same route that were skipped in its favour.
+type routeEntry struct {
+	gateway.RouteInfo
+	Source    string          `json:"source"`
+	Conflicts []conflictEntry `json:"conflicts,omitempty"`
+}
+
+// conflictEntry is a skipped declaration of a route.
+type conflictEntry struct {
+	// Upstream and Source name the loser (the same for catalog upstreams).
+	Upstream string `json:"upstream"`
+	Source   string `json:"source"`
+	// Rule is "hcl_wins" or "smaller_service_name_wins".
+	Rule string `json:"rule"`
+}
+
+func routeEntries(routes []gateway.RouteInfo, rep *catalogReport) []routeEntry {
+	out := make([]routeEntry, 0, len(routes))
+	for _, r := range routes {
+		e := routeEntry{RouteInfo: r, Source: rep.source(r.Upstream)}
+		k := keyOf(hcl.Route{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
+		for _, c := range rep.Conflicts {
+			if c.Winner == r.Upstream && keyOf(hcl.Route{Host: c.Host, PathPrefix: c.PathPrefix, Methods: c.Methods}) == k {
+				e.Conflicts = append(e.Conflicts, conflictEntry{Upstream: c.Loser, Source: c.LoserSource, Rule: c.Rule})
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// upstreamEntry is one element of /v1/upstreams: the gateway's upstream,
+// its source and, for catalog upstreams, the tags and ServiceMeta values
+// that were ignored.
+type upstreamEntry struct {
+	gateway.UpstreamInfo
+	Source          string   `json:"source"`
+	CatalogProblems []string `json:"catalog_problems,omitempty"`
+}
+
+func upstreamEntries(ups []gateway.UpstreamInfo, rep *catalogReport) []upstreamEntry {
+	out := make([]upstreamEntry, 0, len(ups))
+	for _, u := range ups {
+		out = append(out, upstreamEntry{UpstreamInfo: u, Source: rep.source(u.Name), CatalogProblems: rep.Problems[u.Name]})
+	}
+	return out
 }

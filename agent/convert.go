@@ -32,40 +32,49 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		})
 	}
 	for _, u := range c.Upstreams {
-		uc := gateway.UpstreamConfig{Config: upstream.Config{
-			Name:                  u.Name,
-			LoadBalancing:         u.LoadBalancing,
-			HashOn:                u.HashOn,
-			SlowStart:             u.SlowStart,
-			ConnectTimeout:        u.Timeouts.Connect,
-			ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
-			IdleTimeout:           u.Timeouts.Idle,
-			Discovered:            u.Consul != nil,
-		}}
-		if hc := u.HealthCheck; hc != nil {
-			uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
-				HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: true}
-		}
-		if od := u.OutlierDetection; od != nil {
-			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,
-				BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
-		}
-		if u.TLS != nil {
-			tc, err := clientTLS(u.TLS)
-			if err != nil {
-				return gc, fmt.Errorf("%s: upstream %q: tls: %w", u.Range, u.Name, err)
-			}
-			uc.TLS = tc
-		}
-		for _, r := range u.Routes {
-			uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
-		}
-		for _, b := range u.Backends {
-			uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
+		uc, err := upstreamConfig(u)
+		if err != nil {
+			return gc, err
 		}
 		gc.Upstreams = append(gc.Upstreams, uc)
 	}
 	return gc, nil
+}
+
+// upstreamConfig converts one upstream, loading its TLS material from disk.
+func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
+	uc := gateway.UpstreamConfig{Config: upstream.Config{
+		Name:                  u.Name,
+		LoadBalancing:         u.LoadBalancing,
+		HashOn:                u.HashOn,
+		SlowStart:             u.SlowStart,
+		ConnectTimeout:        u.Timeouts.Connect,
+		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
+		IdleTimeout:           u.Timeouts.Idle,
+		Discovered:            u.Consul != nil,
+	}}
+	if hc := u.HealthCheck; hc != nil {
+		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
+			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: true}
+	}
+	if od := u.OutlierDetection; od != nil {
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,
+			BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
+	}
+	if u.TLS != nil {
+		tc, err := clientTLS(u.TLS)
+		if err != nil {
+			return uc, fmt.Errorf("%s: upstream %q: tls: %w", u.Range, u.Name, err)
+		}
+		uc.TLS = tc
+	}
+	for _, r := range u.Routes {
+		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
+	}
+	for _, b := range u.Backends {
+		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
+	}
+	return uc, nil
 }
 
 // clientTLS builds the configuration for connections to HTTPS backends:

@@ -25,10 +25,11 @@ const (
 	coalesceMax   = 500 * time.Millisecond
 )
 
-// discoverySet owns the discovery client and one watch per distinct Consul
-// query; several upstreams with the same query share one blocking loop.
-// Watches only record their latest snapshot and kick the applier goroutine,
-// so a slow apply never blocks a watch (latest wins).
+// discoverySet owns the discovery client, one watch per distinct Consul
+// query (several upstreams with the same query share one blocking loop) and,
+// in the catalog mode, the catalog watch. Watches only record their latest
+// snapshot and kick the applier goroutine, so a slow apply never blocks a
+// watch (latest wins).
 type discoverySet struct {
 	log     hclog.Logger
 	metrics *metrics.Metrics
@@ -36,12 +37,31 @@ type discoverySet struct {
 	kick    chan struct{} // capacity 1: "something is dirty"
 	stopApp context.CancelFunc
 	appDone chan struct{}
+	// onCatalog is called by the applier, without any lock held, after a
+	// flush that saw a new catalog snapshot or new instances of a catalog
+	// upstream: the gateway configuration may have to change.
+	onCatalog func()
 
 	mu      sync.Mutex // guards everything below
 	client  *discovery.Client
 	consul  hcl.Consul // the settings client was built from
 	token   string     // the token it uses (token_file content on reload may change)
 	watches map[string]*watch
+	catalog *catalogWatch // nil unless the catalog mode is on
+	// metaMemo keeps, per catalog service, the last non-empty instance set
+	// (see catalogState.Instances).
+	metaMemo map[string][]discovery.Instance
+}
+
+// catalogWatch is the running catalog watch.
+type catalogWatch struct {
+	q      discovery.CatalogQuery
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	last  *discovery.CatalogSnapshot
+	dirty bool
 }
 
 // watch is one running blocking loop and the upstreams it feeds.
@@ -56,10 +76,11 @@ type watch struct {
 	dirty bool // last not yet applied
 }
 
-func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway) *discoverySet {
+func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway, onCatalog func()) *discoverySet {
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &discoverySet{log: log, metrics: m, gw: gw, watches: map[string]*watch{},
-		kick: make(chan struct{}, 1), stopApp: cancel, appDone: make(chan struct{})}
+	d := &discoverySet{log: log, metrics: m, gw: gw, watches: map[string]*watch{}, onCatalog: onCatalog,
+		metaMemo: map[string][]discovery.Instance{},
+		kick:     make(chan struct{}, 1), stopApp: cancel, appDone: make(chan struct{})}
 	go d.applier(ctx)
 	return d
 }
@@ -94,25 +115,38 @@ func (d *discoverySet) applier(ctx context.Context) {
 	}
 }
 
-// flush feeds every dirty watch's latest snapshot to its upstreams.
+// flush feeds every dirty watch's latest snapshot to its upstreams, then
+// calls onCatalog when the catalog or a catalog upstream's instances changed.
 func (d *discoverySet) flush() {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	catalogChanged := false
+	if c := d.catalog; c != nil {
+		c.mu.Lock()
+		catalogChanged, c.dirty = c.dirty, false
+		c.mu.Unlock()
+	}
 	for _, w := range d.watches {
 		w.mu.Lock()
 		if w.dirty {
 			w.dirty = false
 			for up, scheme := range w.subs {
 				d.feed(up, scheme, *w.last)
+				catalogChanged = catalogChanged || (d.catalog != nil && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix))
 			}
 		}
 		w.mu.Unlock()
 	}
+	d.mu.Unlock()
+	if catalogChanged && d.onCatalog != nil {
+		d.onCatalog()
+	}
 }
 
 // apply starts, re-targets and stops watches so that they match cfg. A
-// changed consul block restarts every watch with a new client.
-func (d *discoverySet) apply(cfg *hcl.Config) error {
+// changed consul block restarts every watch with a new client. keepToken
+// (catalog changes) reuses the running client's token instead of reading
+// token_file again: that happens on reloads only.
+func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	want := map[string]map[string]string{} // query key → upstream → scheme
@@ -129,15 +163,19 @@ func (d *discoverySet) apply(cfg *hcl.Config) error {
 		want[k][u.Name] = u.Consul.Scheme
 		queries[k] = q
 	}
-	if len(want) == 0 || cfg.Consul == nil {
+	if cfg.Consul == nil || (len(want) == 0 && !cfg.Consul.CatalogEnabled()) {
 		d.stopLocked()
 		return nil
 	}
-	token, err := resolveToken(cfg.Consul)
-	if err != nil {
-		return err
+	token := d.token
+	if !keepToken || d.client == nil {
+		var err error
+		if token, err = resolveToken(cfg.Consul); err != nil {
+			return err
+		}
 	}
 	carried := map[string]*discovery.Snapshot{}
+	var carriedCatalog *discovery.CatalogSnapshot
 	if d.client == nil || !sameConsul(d.consul, *cfg.Consul) || token != d.token {
 		// The new client's watches start from what the old ones knew: the
 		// upstreams keep their instances and readiness stays synced.
@@ -146,6 +184,7 @@ func (d *discoverySet) apply(cfg *hcl.Config) error {
 			carried[k] = w.last
 			w.mu.Unlock()
 		}
+		carriedCatalog = d.catalogLast()
 		d.stopLocked()
 		dc := discoveryConfig(cfg.Consul)
 		dc.Token, dc.TokenFile = token, ""
@@ -171,7 +210,98 @@ func (d *discoverySet) apply(cfg *hcl.Config) error {
 		}
 		w.setSubscribers(d, subs)
 	}
+	d.applyCatalogLocked(cfg.Consul, carriedCatalog)
 	return nil
+}
+
+// applyCatalogLocked starts, restarts (on a changed query) or stops the
+// catalog watch. A restarted watch starts from the last known catalog
+// (carried, or the old watch's), so catalog upstreams stay until the new
+// query answers.
+func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.CatalogSnapshot) {
+	if !c.CatalogEnabled() {
+		d.stopCatalogLocked()
+		return
+	}
+	q := discovery.CatalogQuery{TagPrefix: c.Catalog.TagPrefix, Filter: c.Catalog.Filter}
+	if d.catalog != nil && d.catalog.q == q {
+		return
+	}
+	if last := d.catalogLast(); last != nil {
+		carried = last
+	}
+	d.stopCatalogLocked()
+	ctx, cancel := context.WithCancel(context.Background())
+	cw := &catalogWatch{q: q, cancel: cancel, done: make(chan struct{}), last: carried}
+	client := d.client
+	go func() {
+		defer close(cw.done)
+		defer func() {
+			if p := recover(); p != nil {
+				d.log.Error("catalog watch panicked", "panic", p)
+			}
+		}()
+		_ = client.WatchCatalog(ctx, q, func(s discovery.CatalogSnapshot) {
+			cw.mu.Lock()
+			cw.last, cw.dirty = &s, true
+			cw.mu.Unlock()
+			select {
+			case d.kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	d.catalog = cw
+}
+
+// catalogLast is the catalog watch's latest snapshot (nil: none yet).
+func (d *discoverySet) catalogLast() *discovery.CatalogSnapshot {
+	if d.catalog == nil {
+		return nil
+	}
+	d.catalog.mu.Lock()
+	defer d.catalog.mu.Unlock()
+	return d.catalog.last
+}
+
+func (d *discoverySet) stopCatalogLocked() {
+	if d.catalog != nil {
+		d.catalog.cancel()
+		<-d.catalog.done
+		d.catalog = nil
+	}
+}
+
+// catalogState returns the latest catalog and, for each of its services,
+// the passing instances the watch of its catalog upstream reported last (the
+// last non-empty set when it became empty).
+func (d *discoverySet) catalogState() catalogState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := catalogState{Instances: map[string][]discovery.Instance{}}
+	last := d.catalogLast()
+	if last == nil {
+		return st
+	}
+	st.Synced, st.Services = true, last.Services
+	for svc := range d.metaMemo {
+		if _, ok := last.Services[svc]; !ok {
+			delete(d.metaMemo, svc)
+		}
+	}
+	for svc := range last.Services {
+		if w := d.watches[query(&hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth}).Key()]; w != nil {
+			w.mu.Lock()
+			if w.last != nil && len(w.last.Instances) > 0 {
+				d.metaMemo[svc] = w.last.Instances
+			}
+			w.mu.Unlock()
+		}
+		if ins, ok := d.metaMemo[svc]; ok {
+			st.Instances[svc] = ins
+		}
+	}
+	return st
 }
 
 // resolveToken reads token_file (re-read on every reload, so a rotated token
@@ -195,7 +325,7 @@ func sameConsul(a, b hcl.Consul) bool {
 	if b.TLS != nil {
 		tb = *b.TLS
 	}
-	a.TLS, b.TLS, a.Register, b.Register = nil, nil, nil, nil
+	a.TLS, b.TLS, a.Register, b.Register, a.Catalog, b.Catalog = nil, nil, nil, nil, nil, nil
 	return a == b && ta == tb
 }
 
@@ -262,16 +392,24 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 		return nil, nil
 	}
 	byKey := map[string]discovery.WatchStatus{}
+	var catalogSt discovery.WatchStatus
 	for _, st := range d.client.Status() {
+		if st.Catalog != nil {
+			catalogSt = st
+			continue
+		}
 		byKey[st.Query.Key()] = st
 	}
-	for _, w := range d.watches {
-		st := byKey[w.q.Key()]
-		w.mu.Lock()
-		synced := w.last != nil
-		w.mu.Unlock()
-		name := "consul service " + w.q.Service
+	check := func(name string, st discovery.WatchStatus, synced, catalogOnly bool, what string) {
 		switch {
+		case !synced && catalogOnly:
+			// A service found in the catalog never makes the gateway
+			// unready: one service's ACLs or errors must not take every
+			// route out of rotation. Its upstream answers 503
+			// discovery_pending meanwhile.
+			if st.LastError != "" {
+				degraded = append(degraded, name+": not synced yet (last error: "+st.LastError+")")
+			}
 		case !synced:
 			msg := name + ": not synced yet"
 			if st.LastError != "" {
@@ -279,11 +417,24 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 			}
 			notReady = append(notReady, msg)
 		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
-			degraded = append(degraded, name+": ACL denied, serving the last known instances ("+st.LastError+")")
+			degraded = append(degraded, name+": ACL denied, serving the last known "+what+" ("+st.LastError+")")
 		case maxStale > 0 && time.Since(st.LastSuccess) > maxStale:
-			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known instances (last error: %s)",
-				name, time.Since(st.LastSuccess).Round(time.Second), st.LastError))
+			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known %s (last error: %s)",
+				name, time.Since(st.LastSuccess).Round(time.Second), what, st.LastError))
 		}
+	}
+	if d.catalog != nil {
+		check("consul catalog", catalogSt, d.catalogLast() != nil, false, "services")
+	}
+	for _, w := range d.watches {
+		w.mu.Lock()
+		synced := w.last != nil
+		catalogOnly := d.catalog != nil && len(w.subs) > 0
+		for up := range w.subs {
+			catalogOnly = catalogOnly && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix)
+		}
+		w.mu.Unlock()
+		check("consul service "+w.q.Service, byKey[w.q.Key()], synced, catalogOnly, "instances")
 	}
 	sort.Strings(notReady)
 	sort.Strings(degraded)
@@ -299,8 +450,12 @@ func (d *discoverySet) sampleStaleness() {
 	}
 	for _, st := range d.client.Status() {
 		if st.Synced {
+			label := st.Query.Service
+			if st.Catalog != nil {
+				label = discovery.CatalogEndpoint
+			}
 			d.metrics.SetGaugeWithLabels(metricStaleness, float32(time.Since(st.LastSuccess).Seconds()),
-				[]metrics.Label{{Name: "service", Value: st.Query.Service}})
+				[]metrics.Label{{Name: "service", Value: label}})
 		}
 	}
 }
@@ -315,6 +470,7 @@ func (d *discoverySet) stop() {
 }
 
 func (d *discoverySet) stopLocked() {
+	d.stopCatalogLocked()
 	for k, w := range d.watches {
 		w.cancel()
 		<-w.done

@@ -1,14 +1,17 @@
 // Package discovery watches Consul's health endpoint and emits the full set of
-// usable instances of a service whenever that set changes.
+// usable instances of a service whenever that set changes; [Client.WatchCatalog]
+// does the same for the services of /v1/catalog/services that carry tags with
+// a given prefix.
 //
 // It owns the consul/api client and knows nothing about the gateway or the
 // HCL configuration: callers describe what to watch with a [Query] and receive
 // Consul-free [Snapshot] values.
 //
-// Each [Client.Watch] runs one blocking-query loop. The loop is split in two:
+// Each [Client.Watch] and [Client.WatchCatalog] runs one blocking-query loop.
+// The loop is split in two:
 //
 //   - a fetch performs exactly one blocking call for a given index and returns
-//     the instances, the X-Consul-Index of the reply and an error;
+//     the result, the X-Consul-Index of the reply and an error;
 //   - a generic loop owns the index (the rules of the Consul "Blocking Queries →
 //     Implementation details" documentation: same index means no change, an
 //     index that goes backwards resets to 0, an index below 1 is replaced by

@@ -11,7 +11,8 @@ import (
 // Metric keys, relative to the go-metrics service name: with the agent's
 // metrics.Config.ServiceName = "impulse" (as Consul uses "consul") they are
 // emitted as impulse.discovery.query.duration and so on. Labels are bounded:
-// service is a configured service name, reason one of a small set. The
+// service is a watched service name (or CatalogEndpoint for the catalog
+// watch), reason one of a small set. The
 // "service" label means the Consul service: leave the go-metrics
 // EnableServiceLabel option off, it would add a second "service" label.
 var (
@@ -31,18 +32,18 @@ var (
 var (
 	Summaries = []prometheus.SummaryDefinition{{
 		Name: keyQueryDuration,
-		Help: "Duration of one Consul health query in milliseconds, blocking wait included; labels service, outcome (ok or error).",
+		Help: "Duration of one Consul health (or catalog) query in milliseconds, blocking wait included; labels service (/v1/catalog/services for the catalog watch), outcome (ok or error).",
 	}}
 	Counters = []prometheus.CounterDefinition{{
 		Name: keyQueryErrors,
-		Help: "Failed Consul health queries; labels service, reason (timeout, transport, decode, acl_filtered, http_<status>).",
+		Help: "Failed Consul health (or catalog) queries; labels service (/v1/catalog/services for the catalog watch), reason (timeout, transport, decode, acl_filtered, http_<status>).",
 	}, {
 		Name: keyIndexResets,
 		Help: "Replies whose X-Consul-Index went backwards or was 0, resetting the blocking index; label service.",
 	}}
 	Gauges = []prometheus.GaugeDefinition{{
 		Name: keyLastSuccess,
-		Help: "Unix time in seconds of the last successful Consul health query; label service.",
+		Help: "Unix time in seconds of the last successful Consul health (or catalog) query; label service.",
 	}, {
 		Name: keyInstances,
 		Help: "Usable instances in the last emitted snapshot; label service.",

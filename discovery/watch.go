@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/time/rate"
 )
 
 // WatchStatus describes one running watch, for readiness reporting.
 type WatchStatus struct {
+	// Query is the service query of a [Client.Watch]; zero for a catalog
+	// watch.
 	Query Query
+	// Catalog is set for a [Client.WatchCatalog] instead of Query.
+	Catalog *CatalogQuery
 	// Synced is true once at least one query succeeded (a snapshot was emitted).
 	Synced bool
 	// LastSuccess is when the last query succeeded; zero before the first.
@@ -28,7 +33,8 @@ type WatchStatus struct {
 	LastErrorReason string
 	// LastIndex is the X-Consul-Index of the last successful reply.
 	LastIndex uint64
-	// Instances is the size of the last emitted snapshot.
+	// Instances is the size of the last emitted snapshot (for a catalog
+	// watch: the number of services).
 	Instances int
 }
 
@@ -44,8 +50,9 @@ func (w *watchState) update(f func(*WatchStatus)) {
 	w.mu.Unlock()
 }
 
-// Status returns the status of every running watch, sorted by Query.Key().
-// Watches that returned are not listed.
+// Status returns the status of every running watch: catalog watches first,
+// then service watches sorted by Query.Key(). Watches that returned are not
+// listed.
 func (c *Client) Status() []WatchStatus {
 	c.mu.Lock()
 	out := make([]WatchStatus, 0, len(c.watches))
@@ -55,7 +62,18 @@ func (c *Client) Status() []WatchStatus {
 		w.mu.Unlock()
 	}
 	c.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b WatchStatus) int { return cmp.Compare(a.Query.Key(), b.Query.Key()) })
+	slices.SortStableFunc(out, func(a, b WatchStatus) int {
+		if (a.Catalog != nil) != (b.Catalog != nil) {
+			if a.Catalog != nil {
+				return -1
+			}
+			return 1
+		}
+		if a.Catalog != nil {
+			return cmp.Compare(a.Catalog.key(), b.Catalog.key())
+		}
+		return cmp.Compare(a.Query.Key(), b.Query.Key())
+	})
 	return out
 }
 
@@ -78,18 +96,63 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 		return errors.New("discovery: watch " + q.Service + ": emit is nil")
 	}
 	w := &watchState{st: WatchStatus{Query: q}}
+	defer c.track(w)()
+	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
+	return runWatch(ctx, c, w, watchSpec[[]Instance]{
+		label:    q.Service,
+		endpoint: endpoint,
+		noun:     "instances",
+		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
+		fetch: func(ctx context.Context, index uint64) ([]Instance, uint64, error) {
+			return c.fetch(ctx, q, endpoint, index)
+		},
+		same: sameInstances,
+		size: func(ins []Instance) int { return len(ins) },
+		emit: func(ins []Instance, index uint64, at time.Time) {
+			c.metrics.instances(q.Service, len(ins))
+			emit(Snapshot{Query: q, Instances: ins, Index: index, Time: at})
+		},
+	})
+}
+
+// track lists w in Status until the returned function is called.
+func (c *Client) track(w *watchState) (untrack func()) {
 	c.mu.Lock()
 	c.watches[w] = struct{}{}
 	c.mu.Unlock()
-	defer func() {
+	return func() {
 		c.mu.Lock()
 		delete(c.watches, w)
 		c.mu.Unlock()
-	}()
+	}
+}
 
-	log := c.cfg.Logger.With("service", q.Service, "query", q.Key())
-	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
-	var last []Instance
+// watchSpec is what differs between watches: the endpoint, how one query is
+// made, how results compare and what is emitted. runWatch supplies the rest.
+type watchSpec[T any] struct {
+	// label is the metrics "service" label of the watch.
+	label string
+	// endpoint names the Consul endpoint in logs and errors.
+	endpoint string
+	// noun names the results in log messages ("instances", "services").
+	noun  string
+	log   hclog.Logger
+	fetch fetchFunc[T]
+	// same reports whether two results have the same content.
+	same func(a, b T) bool
+	// size is the number of entries of a result, for the status and logs.
+	size func(T) int
+	// emit receives a result that differs from the last emitted one (and
+	// the first one).
+	emit func(result T, index uint64, at time.Time)
+}
+
+// runWatch drives spec with the generic blocking loop, owning everything
+// watches have in common: content comparison before emitting, the status,
+// the metrics, the logs of failures and recoveries, and backoff.
+func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSpec[T]) error {
+	log, endpoint := spec.log, spec.endpoint
+	var last T
 	emitted := false
 	failures := 0 // consecutive, for the recovery log line
 	recovered := func(index uint64) {
@@ -98,47 +161,45 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 			failures = 0
 		}
 	}
-	loop := &blockingLoop[[]Instance]{
-		fetch: func(ctx context.Context, index uint64) ([]Instance, uint64, error) {
-			return c.fetch(ctx, q, endpoint, index)
-		},
+	loop := &blockingLoop[T]{
+		fetch:   spec.fetch,
 		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
 		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
-		changed: func(ins []Instance, index uint64) {
+		changed: func(result T, index uint64) {
 			now := time.Now()
 			recovered(index)
-			c.succeeded(q.Service, w, index, now)
-			if emitted && sameInstances(last, ins) {
+			c.succeeded(spec.label, w, index, now)
+			if emitted && spec.same(last, result) {
 				return
 			}
+			n := spec.size(result)
 			if !emitted {
-				log.Info("synced", "instances", len(ins), "index", index)
+				log.Info("synced", spec.noun, n, "index", index)
 			} else {
-				log.Debug("instances changed", "instances", len(ins), "index", index)
+				log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
 			}
-			last, emitted = ins, true
-			w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, len(ins) })
-			c.metrics.instances(q.Service, len(ins))
-			emit(Snapshot{Query: q, Instances: ins, Index: index, Time: now})
+			last, emitted = result, true
+			w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
+			spec.emit(result, index, now)
 		},
 		unchanged: func(index uint64) {
 			recovered(index)
-			c.succeeded(q.Service, w, index, time.Now())
+			c.succeeded(spec.label, w, index, time.Now())
 		},
 		reset: func(sent, got uint64) {
 			log.Debug("blocking index went backwards or was 0; resetting", "endpoint", endpoint, "sent", sent, "got", got)
-			c.metrics.indexReset(q.Service)
+			c.metrics.indexReset(spec.label)
 		},
 		failed: func(err error, attempt int, retryIn time.Duration) {
 			var qe *queryError
 			if !errors.As(err, &qe) {
 				qe = classify(endpoint, err)
 			}
-			log.Warn("consul query failed; keeping the last known instances",
+			log.Warn("consul query failed; keeping the last known "+spec.noun,
 				"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
 				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
 			failures = attempt
-			c.metrics.queryError(q.Service, qe.reason)
+			c.metrics.queryError(spec.label, qe.reason)
 			w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
 		},
 	}

@@ -88,6 +88,9 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 			}
 		}
 	}
+	if c.Consul.CatalogEnabled() {
+		reserveCatalogNames(top, m.Upstreams)
+	}
 	return c
 }
 

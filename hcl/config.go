@@ -4,7 +4,7 @@
 // (HCL)"). Files are parsed with hashicorp/hcl/v2, decoded with gohcl into raw
 // structs (schema.go), merged across files the way Consul merges its config
 // directories (load.go), and converted into the typed, defaulted and validated
-// Config below (build.go, consul.go, upstream.go; value checks in fields.go and
+// Config below (build.go, consul.go, catalog.go, upstream.go; value checks in fields.go and
 // address.go). Every problem is an hcl/v2 diagnostic
 // whose Subject is the source range of the offending value or block, so
 // callers can print file:line:column (see FormatDiagnostics and
@@ -42,6 +42,16 @@ const (
 	MaxConsulWait = 10 * time.Minute
 	// DefaultRegisterService is consul.register.service when absent.
 	DefaultRegisterService = "impulse-agent"
+	// DefaultCatalogTagPrefix is consul.catalog.tag_prefix when absent.
+	DefaultCatalogTagPrefix = "impulse"
+	// DefaultCatalogScheme is consul.catalog.default_scheme when absent:
+	// services registered for the catalog mode are usually plain HTTP/1.1
+	// applications.
+	DefaultCatalogScheme = "http"
+	// CatalogUpstreamPrefix starts the name of every upstream made from a
+	// Consul service by the catalog mode ("consul:<service>"). Upstream
+	// blocks may not use it while consul.catalog is enabled.
+	CatalogUpstreamPrefix = "consul:"
 
 	// DefaultControlAddress is control.address when absent.
 	DefaultControlAddress = "127.0.0.1:9901"
@@ -156,8 +166,35 @@ type Consul struct {
 	// TLS configures HTTPS to Consul; nil when the block is absent.
 	TLS *TLS
 	// Register is the gateway's self-registration; nil when absent.
-	// Not yet supported by the gateway (warning).
 	Register *Register
+	// Catalog is the catalog mode (routes declared in Consul); nil when
+	// the block is absent. Use CatalogEnabled to test for it.
+	Catalog *Catalog
+}
+
+// CatalogEnabled reports whether the catalog mode is on: a consul.catalog
+// block without enabled = false.
+func (c *Consul) CatalogEnabled() bool {
+	return c != nil && c.Catalog != nil && c.Catalog.Enabled
+}
+
+// Catalog is consul.catalog: services that opt in through tags get an
+// upstream and routes without any upstream block.
+type Catalog struct {
+	// Enabled turns the mode on (default true when the block is present).
+	Enabled bool
+	// TagPrefix starts the tags that opt a service in and declare its routes:
+	// "<prefix>.route=HOST/PATH", "<prefix>.enable=true",
+	// "<prefix>.scheme=http|https", "<prefix>.lb=POLICY" (default
+	// "impulse"). Letters, digits, "-", "_" and inner "."; no "=".
+	TagPrefix string
+	// DefaultScheme is how instances of catalog services are reached when
+	// neither a "<prefix>.scheme" tag nor the ServiceMeta "impulse-scheme"
+	// says otherwise: "http" (the default) or "https".
+	DefaultScheme string
+	// Filter is a Consul filter expression passed to /v1/catalog/services
+	// (empty: none). Consul checks its syntax, not this package.
+	Filter string
 }
 
 // Register is consul.register: self-registration of this gateway.

@@ -135,6 +135,9 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 		}
 		b.unsupported("consul.register", g.DefRange)
 	}
+	if r.Catalog != nil {
+		c.Catalog = buildCatalog(b.child("catalog", r.Catalog.DefRange), r.Catalog)
+	}
 	return c
 }
 

@@ -50,9 +50,11 @@ type rawConsul struct {
 
 	TLSs      []*rawTLS      `hcl:"tls,block"`
 	Registers []*rawRegister `hcl:"register,block"`
+	Catalogs  []*rawCatalog  `hcl:"catalog,block"`
 
 	TLS      *rawTLS      // set by collapse
 	Register *rawRegister // set by collapse
+	Catalog  *rawCatalog  // set by collapse
 }
 
 // rawTLS is a client-side tls block (consul.tls and upstream.tls).
@@ -82,6 +84,16 @@ type rawRegister struct {
 	Service *hcl2.Attribute `hcl:"service,optional"`
 	Tags    *hcl2.Attribute `hcl:"tags,optional"`
 	Address *hcl2.Attribute `hcl:"address,optional"`
+}
+
+// rawCatalog is consul.catalog.
+type rawCatalog struct {
+	DefRange hcl2.Range `hcl:",def_range"`
+
+	Enabled       *hcl2.Attribute `hcl:"enabled,optional"`
+	TagPrefix     *hcl2.Attribute `hcl:"tag_prefix,optional"`
+	DefaultScheme *hcl2.Attribute `hcl:"default_scheme,optional"`
+	Filter        *hcl2.Attribute `hcl:"filter,optional"`
 }
 
 // rawControl is the top-level control block.
@@ -204,6 +216,7 @@ func (r *rawConsul) defRange() hcl2.Range           { return r.DefRange }
 func (r *rawTLS) defRange() hcl2.Range              { return r.DefRange }
 func (r *rawListenerTLS) defRange() hcl2.Range      { return r.DefRange }
 func (r *rawRegister) defRange() hcl2.Range         { return r.DefRange }
+func (r *rawCatalog) defRange() hcl2.Range          { return r.DefRange }
 func (r *rawControl) defRange() hcl2.Range          { return r.DefRange }
 func (r *rawTelemetry) defRange() hcl2.Range        { return r.DefRange }
 func (r *rawUpstreamConsul) defRange() hcl2.Range   { return r.DefRange }
@@ -220,6 +233,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	if c := f.Consul; c != nil {
 		c.TLS = one(c.TLSs, "consul", "tls", diags)
 		c.Register = one(c.Registers, "consul", "register", diags)
+		c.Catalog = one(c.Catalogs, "consul", "catalog", diags)
 	}
 	for _, l := range f.Listeners {
 		l.TLS = one(l.TLSs, fmt.Sprintf("listener %q", l.Name), "tls", diags)

@@ -111,12 +111,9 @@ func buildRoute(b blk, r *rawRoute) Route {
 	}
 	rt.PathPrefix = DefaultPathPrefix
 	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok {
-		switch {
-		case !strings.HasPrefix(p, "/"):
-			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "must start with \"/\"; got %q.", p)
-		case strings.ContainsAny(p, "?#"):
-			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "must not contain a query or fragment; got %q.", p)
-		default:
+		if why := checkPathPrefix(p); why != "" {
+			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "%s.", why)
+		} else {
 			rt.PathPrefix = p
 		}
 	}
@@ -127,6 +124,17 @@ func buildRoute(b blk, r *rawRoute) Route {
 		return ""
 	})
 	return rt
+}
+
+// checkPathPrefix returns why p is not a valid path_prefix, or "".
+func checkPathPrefix(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("must start with \"/\"; got %q", p)
+	case strings.ContainsAny(p, "?#"):
+		return fmt.Sprintf("must not contain a query or fragment; got %q", p)
+	}
+	return ""
 }
 
 func buildBackend(b blk, r *rawBackend) Backend {

@@ -1,0 +1,13 @@
+listener "public" {
+  address = "127.0.0.1:8443"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+consul {
+  catalog {
+    tag_prefix = "traefik=x"
+  }
+}
