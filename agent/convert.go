@@ -55,7 +55,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 	}}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
-			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: true}
+			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy}
 	}
 	if od := u.OutlierDetection; od != nil {
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,

@@ -32,8 +32,10 @@ func (e *AddressError) Error() string {
 // The scheme is matched case-insensitively. host is a DNS name (letters,
 // digits, '-', '_', dots), an IPv4 address, or an IPv6 address written in
 // brackets ("[::1]:8443"); it is returned without brackets. port is 1..65535.
-// Any path (even a lone "/"), query, fragment, user information, other scheme
-// or malformed port is an error of type *AddressError. The agent reuses this
+// A lone trailing "/" after a scheme is accepted: for http and https an empty
+// path and "/" are equivalent (RFC 3986 §6.2.3). Any other path, query,
+// fragment, user information, other scheme or malformed port is an error of
+// type *AddressError. The agent reuses this
 // for Consul-discovered instances.
 func ParseBackendAddress(s string) (scheme, host string, port int, err error) {
 	fail := func(format string, args ...any) (string, string, int, error) {
@@ -54,7 +56,7 @@ func ParseBackendAddress(s string) (scheme, host string, port int, err error) {
 		default:
 			return fail("unsupported scheme %q; use http:// (HTTP/1.1), https:// or no scheme (HTTP/2 over TLS)", s[:i])
 		}
-		rest = s[i+3:]
+		rest = strings.TrimSuffix(s[i+3:], "/")
 	}
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		switch rest[i] {

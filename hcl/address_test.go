@@ -31,7 +31,9 @@ func TestParseBackendAddress(t *testing.T) {
 
 		{in: "", err: "empty"},
 		{in: "http://", err: "host is missing"},
-		{in: "http://host/", err: `a path ("/")`},
+		{in: "http://host//", err: `a path ("/")`},
+		{in: "http://host/", scheme: "http", host: "host", port: 80},
+		{in: "https://[::1]:8443/", scheme: "https", host: "::1", port: 8443},
 		{in: "http://host/api", err: `a path ("/api")`},
 		{in: "host:80/x", err: "a path"},
 		{in: "http:/host", err: "a path"},

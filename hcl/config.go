@@ -344,6 +344,10 @@ type HealthCheck struct {
 	HealthyThreshold int
 	// UnhealthyThreshold consecutive failures mark it unhealthy (default 3; >= 1).
 	UnhealthyThreshold int
+	// UnknownIsHealthy lets a backend take traffic before its first check
+	// completes (default true: a new Consul instance is usable at once; false
+	// waits for one passing check).
+	UnknownIsHealthy bool
 }
 
 // OutlierDetection is upstream.outlier_detection (passive tracking).

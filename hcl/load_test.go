@@ -121,7 +121,7 @@ upstream "web" {
 	if !reflect.DeepEqual(*u.Consul, UpstreamConsul{Service: "web", Health: "passing", Scheme: "https"}) {
 		t.Errorf("upstream consul = %+v", u.Consul)
 	}
-	if *u.HealthCheck != (HealthCheck{Path: "/health", Interval: 5 * time.Second, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 3}) {
+	if *u.HealthCheck != (HealthCheck{Path: "/health", Interval: 5 * time.Second, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 3, UnknownIsHealthy: true}) {
 		t.Errorf("health_check = %+v", u.HealthCheck)
 	}
 	if *u.OutlierDetection != (OutlierDetection{ConsecutiveFailures: 5, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 50}) {

@@ -192,6 +192,7 @@ type rawHealthCheck struct {
 	Timeout            *hcl2.Attribute `hcl:"timeout,optional"`
 	HealthyThreshold   *hcl2.Attribute `hcl:"healthy_threshold,optional"`
 	UnhealthyThreshold *hcl2.Attribute `hcl:"unhealthy_threshold,optional"`
+	UnknownIsHealthy   *hcl2.Attribute `hcl:"unknown_is_healthy,optional"`
 }
 
 // rawOutlierDetection is upstream.outlier_detection.

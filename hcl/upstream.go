@@ -183,6 +183,7 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 		Timeout:            b.duration(r.Timeout, DefaultHealthCheckTimeout, positive, 0),
 		HealthyThreshold:   b.intAtLeast(r.HealthyThreshold, DefaultHealthyThreshold, 1),
 		UnhealthyThreshold: b.intAtLeast(r.UnhealthyThreshold, DefaultUnhealthyThreshold, 1),
+		UnknownIsHealthy:   b.boolean(r.UnknownIsHealthy, true),
 	}
 	if p, ok := b.strOK(r.Path, DefaultHealthCheckPath); ok {
 		if !strings.HasPrefix(p, "/") {

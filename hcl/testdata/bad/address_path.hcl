@@ -12,6 +12,6 @@ upstream "web" {
     address = "http://127.0.0.1:8080/api"
   }
   backend "b" {
-    address = "https://example.com/"
+    address = "https://example.com//"
   }
 }
