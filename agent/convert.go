@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
@@ -124,18 +125,27 @@ func query(u *hcl.UpstreamConsul) discovery.Query {
 
 // specs converts a discovered snapshot into backend specs for one upstream.
 // An instance's ServiceMeta "impulse-scheme" overrides the upstream's scheme;
-// instances with an unusable scheme or port are skipped and reported.
+// instances with an unusable scheme, port or address stay members but are
+// suppressed (reported, never routed to) and listed in skipped.
 func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []string) {
 	for _, in := range s.Instances {
 		sc := scheme
 		if v, ok := in.Meta[MetaScheme]; ok {
 			sc = v
 		}
-		if (sc != "http" && sc != "https") || in.Port < 1 || in.Port > 65535 || in.Address == "" {
-			skipped = append(skipped, in.ID)
-			continue
+		sp := upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight}
+		switch {
+		case sc != "http" && sc != "https":
+			sp.Suppressed = "unusable impulse-scheme " + strconv.Quote(sc)
+		case in.Port < 1 || in.Port > 65535:
+			sp.Suppressed = "unusable port " + strconv.Itoa(in.Port)
+		case in.Address == "":
+			sp.Suppressed = "no address"
 		}
-		out = append(out, upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight})
+		if sp.Suppressed != "" {
+			skipped = append(skipped, in.ID)
+		}
+		out = append(out, sp)
 	}
 	return out, skipped
 }

@@ -371,7 +371,7 @@ func (w *watch) setSubscribers(d *discoverySet, subs map[string]string) {
 func (d *discoverySet) feed(up, scheme string, s discovery.Snapshot) {
 	sp, skipped := specs(s, scheme)
 	if len(skipped) > 0 {
-		d.log.Warn("skipping instances with an unusable address, port or impulse-scheme", "upstream", up, "service", s.Query.Service, "instances", skipped)
+		d.log.Warn("suppressing instances with an unusable address, port or impulse-scheme", "upstream", up, "service", s.Query.Service, "instances", skipped)
 	}
 	if err := d.gw.SetDiscovered(up, sp); err != nil {
 		d.log.Error("applying discovered backends", "upstream", up, "error", err)

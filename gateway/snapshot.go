@@ -37,7 +37,9 @@ type BackendInfo struct {
 	// off), healthy or unhealthy, with the canonical reason of the last
 	// failure. Ejected is true while passive tracking has ejected it, until
 	// EjectedUntil. Eligible combines them. Membership is "active" for
-	// backends in the upstream's set, "removed" while one drains.
+	// backends in the upstream's set, "removed" while one drains,
+	// "suppressed" for a known member withheld from traffic (HealthReason
+	// says why, e.g. an unusable Consul address or scheme).
 	Health       string     `json:"health"`
 	HealthReason string     `json:"health_reason,omitempty"`
 	Ejected      bool       `json:"ejected"`
@@ -87,8 +89,14 @@ func (g *Gateway) Backends() []BackendInfo {
 	t := g.table.Load()
 	var out []BackendInfo
 	for name, u := range t.upstreams {
-		for _, b := range u.Current().Backends {
+		set := u.Current()
+		for _, b := range set.Backends {
 			out = append(out, backendInfo(name, b))
+		}
+		for _, sp := range set.Suppressed {
+			out = append(out, BackendInfo{ID: sp.ID, Upstream: name, Source: upstream.SourceDiscovery,
+				Address: sp.Scheme + "://" + sp.Addr(), Health: "unknown", HealthReason: sp.Suppressed,
+				Membership: "suppressed", Weight: max(sp.Weight, 1), Resolution: upstream.Resolution{Kind: "none"}})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -40,6 +40,10 @@ type Spec struct {
 	Port int
 	// Weight is the relative weight, ≥ 1 (0 is treated as 1).
 	Weight int
+	// Suppressed, when not empty, says why a known member must not receive
+	// traffic (e.g. a Consul instance with an unusable address or scheme): it
+	// is reported with membership "suppressed" and gets no transport.
+	Suppressed string
 }
 
 // Addr returns host:port, bracketing IPv6 literals.
@@ -198,7 +202,9 @@ func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
 // Set is an immutable snapshot of an upstream's eligible backends.
 type Set struct {
 	Backends []*Backend
-	picker   balance.Picker
+	// Suppressed are members withheld from traffic, for reporting.
+	Suppressed []Spec
+	picker     balance.Picker
 	// Pending is true while a discovery-fed upstream has not synced yet.
 	Pending bool
 }
@@ -217,6 +223,7 @@ type Upstream struct {
 	static     []Spec
 	discovered []Spec
 	synced     bool
+	suppressed []Spec
 	backends   map[string]*Backend // by source + "/" + ID
 	closed     bool
 }
@@ -281,8 +288,13 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 	}
 	next := make(map[string]*Backend, len(static)+len(discovered))
 	var created []*Backend
+	var suppressed []Spec
 	add := func(source string, specs []Spec) error {
 		for _, s := range specs {
+			if s.Suppressed != "" {
+				suppressed = append(suppressed, s)
+				continue
+			}
 			key := source + "/" + s.ID
 			if b, ok := u.backends[key]; ok && b.Spec == s {
 				next[key] = b
@@ -334,12 +346,13 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 		u.emit(Event{Backend: b.ID, Kind: "added"})
 	}
 	u.backends, u.static, u.discovered, u.synced = next, static, discovered, synced
+	u.suppressed = suppressed
 	u.publish()
 	return nil
 }
 
 func (u *Upstream) publish() {
-	s := &Set{Pending: u.cfg.Discovered && !u.synced && len(u.static) == 0}
+	s := &Set{Pending: u.cfg.Discovered && !u.synced && len(u.static) == 0, Suppressed: u.suppressed}
 	for _, b := range u.backends {
 		s.Backends = append(s.Backends, b)
 	}

@@ -108,3 +108,25 @@ func TestRemovedBackendDrains(t *testing.T) {
 		t.Fatal("unchanged backend was recreated")
 	}
 }
+
+func TestSuppressedMembersAreReportedNotRouted(t *testing.T) {
+	u, err := New(Config{Name: "web", Discovered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	bad := spec("bad", 3)
+	bad.Suppressed = "unusable impulse-scheme \"gopher\""
+	if err := u.SetDiscovered([]Spec{spec("a", 1), bad}); err != nil {
+		t.Fatal(err)
+	}
+	set := u.Current()
+	if len(set.Backends) != 1 || len(set.Suppressed) != 1 || set.Suppressed[0].ID != "bad" {
+		t.Fatalf("set: %d backends, suppressed %+v", len(set.Backends), set.Suppressed)
+	}
+	for i := 0; i < 10; i++ {
+		if b, _ := u.Pick(nil); b == nil || b.ID != "a" {
+			t.Fatalf("picked %v", b)
+		}
+	}
+}
