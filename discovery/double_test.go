@@ -31,6 +31,7 @@ type reply struct {
 
 // request is what the double saw.
 type request struct {
+	query  string // the raw query string
 	index  uint64 // the index parameter; absent counts as 0
 	at     time.Time
 	abortT time.Time // when the client gave up on a blocked request
@@ -59,7 +60,7 @@ func (d *double) serve(w http.ResponseWriter, r *http.Request) {
 	idx, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 	d.mu.Lock()
 	n := len(d.reqs)
-	d.reqs = append(d.reqs, request{index: idx, at: time.Now()})
+	d.reqs = append(d.reqs, request{query: r.URL.RawQuery, index: idx, at: time.Now()})
 	d.mu.Unlock()
 	rep := d.script(n)
 	if rep.block {
@@ -77,6 +78,7 @@ func (d *double) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("X-Consul-Index", strconv.FormatUint(rep.index, 10))
+	w.Header().Set("X-Consul-LastContact", "42")
 	if rep.status != 0 {
 		http.Error(w, rep.body, rep.status)
 		return
@@ -290,4 +292,25 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestEnterpriseScopesAndStaleAreSent: namespace and partition (Consul
+// Enterprise) and stale reads are passed through as query parameters (a
+// Community Edition agent rejects ns/partition, hence the double), and the
+// X-Consul-LastContact of a stale reply is exported.
+func TestEnterpriseScopesAndStaleAreSent(t *testing.T) {
+	d := newDouble(t, func(n int) reply { return reply{index: 10, ids: []string{"a"}, hold: 50 * time.Millisecond} })
+	m, sink := newMetrics(t)
+	c := d.client(t, func(cfg *Config) { cfg.Stale, cfg.Metrics = true, m })
+	w := startWatch(t, c, Query{Service: "web", Namespace: "team-a", Partition: "eu", Datacenter: "dc2"})
+	w.rec.waitIDs(t, "a")
+	q := d.requests()[0].query
+	for _, want := range []string{"ns=team-a", "partition=eu", "dc=dc2", "stale"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("query %q lacks %s", q, want)
+		}
+	}
+	if got := sink.gauge("impulse.discovery.query.last_contact;service=web"); got != 42 {
+		t.Errorf("last_contact gauge = %v, want 42 (ms)", got)
+	}
 }

@@ -21,6 +21,7 @@ var (
 	keyLastSuccess   = []string{"discovery", "query", "last_success"}
 	keyIndexResets   = []string{"discovery", "query", "index_resets"}
 	keyInstances     = []string{"discovery", "instances"}
+	keyLastContact   = []string{"discovery", "query", "last_contact"}
 )
 
 // Summaries, Counters and Gauges declare this package's metrics with help
@@ -44,6 +45,9 @@ var (
 	Gauges = []prometheus.GaugeDefinition{{
 		Name: keyLastSuccess,
 		Help: "Unix time in seconds of the last successful Consul health (or catalog) query; label service.",
+	}, {
+		Name: keyLastContact,
+		Help: "With consul.stale: X-Consul-LastContact of the last reply in milliseconds, how far the answering server lagged the leader; label service.",
 	}, {
 		Name: keyInstances,
 		Help: "Usable instances in the last emitted snapshot; label service.",
@@ -75,6 +79,12 @@ func (s sink) queryError(service, reason string) {
 func (s sink) success(service string, at time.Time) {
 	if s.m != nil {
 		s.m.SetPrecisionGaugeWithLabels(keyLastSuccess, float64(at.UnixNano())/1e9, []metrics.Label{svc(service)})
+	}
+}
+
+func (s sink) lastContact(service string, d time.Duration) {
+	if s.m != nil {
+		s.m.SetGaugeWithLabels(keyLastContact, float32(d.Milliseconds()), []metrics.Label{svc(service)})
 	}
 }
 

@@ -235,6 +235,11 @@ func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint
 	if meta.ResultsFilteredByACLs && len(entries) == 0 {
 		return nil, 0, classify(endpoint, errACLFiltered)
 	}
+	if c.cfg.Stale {
+		// How far behind the leader the answering server was
+		// (X-Consul-LastContact; 0 from the leader itself).
+		c.metrics.lastContact(q.Service, meta.LastContact)
+	}
 	return instances(q, entries), meta.LastIndex, nil
 }
 
