@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +52,64 @@ services = [
 func (a *agentProc) readyOK() bool {
 	code, r := a.readyStatus()
 	return code == 200 && r.Status == "ok"
+}
+
+// TestB03ZeroPassingInstancesIs503 (real Consul): /sales → sales-ui,
+// /sales/api → sales-api; every sales-api instance critical → GET
+// /sales/api/orders answers 503 no_healthy_backend, sales-ui receives
+// nothing, and the request metric counts it. Routes come from configuration,
+// not from instance health.
+func TestB03ZeroPassingInstancesIs503(t *testing.T) {
+	c := consultest.Start(t)
+	ui, api1 := newHTTP1Backend(t, "sales-ui"), newHTTP1Backend(t, "sales-api-1")
+	c.RegisterTTL(t, "sales-ui-1", "sales-ui", "127.0.0.1", ui.Port, nil, nil)
+	check := c.RegisterTTL(t, "sales-api-1", "sales-api", "127.0.0.1", api1.Port, nil, nil)
+	cfg := baseHCL() + fmt.Sprintf(`
+consul {
+  address = %q
+  wait    = "5s"
+}
+upstream "sales-ui" {
+  route {
+    path_prefix = "/sales"
+  }
+  consul {
+    service = "sales-ui"
+    scheme  = "http"
+  }
+}
+upstream "sales-api" {
+  route {
+    path_prefix = "/sales/api"
+  }
+  consul {
+    service = "sales-api"
+    scheme  = "http"
+  }
+}
+`, c.Addr())
+	a := startAgent(t, cfg)
+	client, _ := newH3Client(t)
+	waitFor(t, 10*time.Second, "sales-api traffic", func() bool {
+		r, err := get(client, a.URL("/sales/api/orders"))
+		return err == nil && r.Status == 200 && api1.Hits() > 0
+	})
+	c.SetCheck(t, check, "critical")
+	waitFor(t, 5*time.Second, "503 once sales-api has no passing instance", func() bool {
+		r, err := get(client, a.URL("/sales/api/orders"))
+		return err == nil && r.Status == 503 && r.Header.Get("X-Impulse-Error") == "no_healthy_backend"
+	})
+	uiBefore := ui.Hits()
+	for i := 0; i < 10; i++ {
+		if r := mustGet(t, client, a.URL("/sales/api/orders")); r.Status != 503 {
+			t.Fatalf("request %d: %d", i, r.Status)
+		}
+	}
+	if ui.Hits() != uiBefore {
+		t.Fatalf("sales-ui received %d requests meant for sales-api", ui.Hits()-uiBefore)
+	}
+	_, m := a.control("GET", "/metrics", nil)
+	if !strings.Contains(string(m), `code="5xx",listener="public",reason="no_healthy_backend",upstream="sales-api"`) {
+		t.Errorf("no no_healthy_backend count for sales-api:\n%s", grepLines(string(m), "impulse_requests"))
+	}
 }
