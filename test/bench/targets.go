@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Target keys, in table order.
+const (
+	keyDirect  = "direct"
+	keyBare    = "bare"
+	keyAgentH1 = "agent-h1"
+	keyAgentH2 = "agent-h2"
+	keyCaddy   = "caddy"
+)
+
+// targetLabels are the row labels of the target keys.
+var targetLabels = map[string]string{
+	keyDirect:  "backend direct (h1)",
+	keyBare:    "bare quic-go h3",
+	keyAgentH1: "impulse-agent → h1",
+	keyAgentH2: "impulse-agent → h2/TLS",
+	keyCaddy:   "caddy → h1",
+}
+
+// server is a running server under test.
+type server struct {
+	Key   string
+	Proto string // what the load generator speaks to it
+	Base  string // scheme://host:port
+	proc  *child
+}
+
+// PID is the process whose CPU and memory are measured.
+func (s *server) PID() int { return s.proc.PID }
+
+// env is what the harness shares between its phases: binaries, the
+// certificate files, the CPU placement and the running processes.
+type env struct {
+	dir               string
+	benchBin          string
+	agentBin          string
+	caddyBin          string
+	certFile, keyFile string
+	taskset           string // path, or "" when not pinning
+	sutCPU, auxCPU    string // the core of the server under test; of the rest
+	backendH1         string // shared backend addresses (on auxCPU)
+	backendH2         string
+	children          []*child
+	// loadWarning is the first quic-go UDP buffer warning a load
+	// generator printed.
+	loadWarning string
+}
+
+// start starts a child and remembers it for stopAll.
+func (e *env) start(name, cpu string, argv []string, extraEnv ...string) (*child, error) {
+	c, err := startChild(name, e.taskset, cpu, argv, extraEnv...)
+	if err != nil {
+		return nil, err
+	}
+	e.children = append(e.children, c)
+	return c, nil
+}
+
+// stopAll stops every child still running.
+func (e *env) stopAll() {
+	for _, c := range e.children {
+		c.Stop()
+	}
+}
+
+// startBackend starts `bench backend` on cpu with an HTTP/1.1 and/or an
+// HTTP/2-over-TLS listener and returns it with its bound addresses.
+func (e *env) startBackend(name, cpu string, h1, h2 bool) (*child, map[string]any, error) {
+	addr := func(on bool) string {
+		if on {
+			return "127.0.0.1:0"
+		}
+		return ""
+	}
+	c, err := e.start(name, cpu, []string{e.benchBin, "backend", "-cert", e.certFile, "-key", e.keyFile,
+		"-h1", addr(h1), "-h2", addr(h2)})
+	if err != nil {
+		return nil, nil, err
+	}
+	key := "h1"
+	if !h1 {
+		key = "h2"
+	}
+	m, err := c.waitJSON(10*time.Second, key)
+	return c, m, err
+}
+
+// startDirect starts a dedicated HTTP/1.1 backend on the server core: the
+// "backend direct" row.
+func (e *env) startDirect() (*server, error) {
+	c, m, err := e.startBackend("backend-direct", e.sutCPU, true, false)
+	if err != nil {
+		return nil, err
+	}
+	return &server{Key: keyDirect, Proto: "h1", Base: "http://" + m["h1"].(string), proc: c}, nil
+}
+
+// startBare starts the bare quic-go HTTP/3 server on the server core.
+func (e *env) startBare() (*server, error) {
+	c, err := e.start("bare", e.sutCPU, []string{e.benchBin, "bare", "-cert", e.certFile, "-key", e.keyFile})
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.waitJSON(10*time.Second, "h3")
+	if err != nil {
+		return nil, err
+	}
+	return e.ready(&server{Key: keyBare, Proto: "h3", Base: "https://" + m["h3"].(string), proc: c})
+}
+
+// agentHCL is the agent configuration: one HTTP/3 listener and the control
+// API on kernel-chosen loopback ports, every path routed to backendURL
+// (http:// = HTTP/1.1, https:// = HTTP/2 over TLS trusting the bench
+// certificate).
+func (e *env) agentHCL(backendURL string) string {
+	tlsBlock := ""
+	if strings.HasPrefix(backendURL, "https://") {
+		tlsBlock = fmt.Sprintf("  tls {\n    ca_file = %q\n  }\n", e.certFile)
+	}
+	return fmt.Sprintf(`drain_timeout = "2s"
+
+control {
+  address = "127.0.0.1:0"
+}
+
+listener "bench" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = %q
+    key_file  = %q
+  }
+}
+
+upstream "bench" {
+  route {
+    path_prefix = "/"
+  }
+  backend "b" {
+    address = %q
+  }
+%s}
+`, e.certFile, e.keyFile, backendURL, tlsBlock)
+}
+
+// startAgent starts impulse-agent on the server core, proxying to the
+// shared backend over h1 or h2.
+func (e *env) startAgent(key string) (*server, error) {
+	backendURL := "http://" + e.backendH1
+	if key == keyAgentH2 {
+		backendURL = "https://" + e.backendH2
+	}
+	cfgFile := filepath.Join(e.dir, key+".hcl")
+	if err := os.WriteFile(cfgFile, []byte(e.agentHCL(backendURL)), 0o644); err != nil {
+		return nil, err
+	}
+	c, err := e.start(key, e.sutCPU, []string{e.agentBin, "-config=" + cfgFile, "-log-json"})
+	if err != nil {
+		return nil, err
+	}
+	var addr string
+	_, err = c.waitLine(15*time.Second, func(l string) bool {
+		if strings.Contains(l, `"listener started"`) {
+			m, _ := decodeLine(l)
+			addr, _ = m["address"].(string)
+		}
+		return addr != "" && strings.Contains(l, `"impulse-agent started"`)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.ready(&server{Key: key, Proto: "h3", Base: "https://" + addr, proc: c})
+}
+
+// caddyfile is the Caddy configuration: HTTP/3 on (protocols h1 h2 h3),
+// the bench certificate, no admin endpoint, no redirects, a reverse proxy to
+// the shared HTTP/1.1 backend.
+func (e *env) caddyfile(port int) string {
+	return fmt.Sprintf(`{
+	admin off
+	auto_https disable_redirects
+	skip_install_trust
+	servers {
+		protocols h1 h2 h3
+	}
+}
+
+https://127.0.0.1:%d {
+	bind 127.0.0.1
+	tls %s %s
+	reverse_proxy %s
+}
+`, port, e.certFile, e.keyFile, e.backendH1)
+}
+
+// startCaddy starts Caddy on the server core.
+func (e *env) startCaddy() (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(e.dir, "Caddyfile")
+	if err := os.WriteFile(file, []byte(e.caddyfile(port)), 0o644); err != nil {
+		return nil, err
+	}
+	home := filepath.Join(e.dir, "caddy-home")
+	c, err := e.start("caddy", e.sutCPU, []string{e.caddyBin, "run", "--config", file, "--adapter", "caddyfile"},
+		"HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
+	if err != nil {
+		return nil, err
+	}
+	return e.ready(&server{Key: keyCaddy, Proto: "h3", Base: fmt.Sprintf("https://127.0.0.1:%d", port), proc: c})
+}
+
+// startServer starts the server of key.
+func (e *env) startServer(key string) (*server, error) {
+	switch key {
+	case keyDirect:
+		return e.startDirect()
+	case keyBare:
+		return e.startBare()
+	case keyAgentH1, keyAgentH2:
+		return e.startAgent(key)
+	case keyCaddy:
+		return e.startCaddy()
+	}
+	return nil, fmt.Errorf("unknown target %q", key)
+}
+
+// ready waits until GET /small through s succeeds (the proxies then also
+// reach their backend), for at most 20 s.
+func (e *env) ready(s *server) (*server, error) {
+	cfg := &LoadConfig{Proto: s.Proto, Method: http.MethodGet, URL: s.Base + "/small", CACert: e.certFile,
+		Expect: smallSize, Timeout: 2 * time.Second, Streams: 1}
+	tc, err := clientTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	buf := make([]byte, 4096)
+	for {
+		rt, release := newRoundTripper(cfg, tc)
+		err = exchange(context.Background(), cfg, rt, buf, new(atomic.Int64))
+		release()
+		if err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.proc.done:
+			return nil, fmt.Errorf("%s exited: %v; output:\n%s", s.proc.name, s.proc.cmd.ProcessState, s.proc.Output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: GET %s/small still failing after 20 s: %v; output:\n%s", s.proc.name, s.Base, err, s.proc.Output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
