@@ -47,7 +47,10 @@ func (a *Agent) controlHandler(token string) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"generation": gen})
 	})
-	mux.Handle("GET /metrics", a.tel.handler)
+	mux.Handle("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.gw.FlushMetrics()
+		a.tel.handler.ServeHTTP(w, r)
+	}))
 	if token == "" {
 		return mux
 	}

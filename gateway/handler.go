@@ -118,11 +118,15 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 	}
 }
 
+var statusClasses = [...]string{"", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// statusClass is the code label: "2xx" and so on, the exact code outside
+// 100..599 (499, logged only, is "4xx").
 func statusClass(code int) string {
 	if code < 100 || code > 599 {
 		return strconv.Itoa(code)
 	}
-	return strconv.Itoa(code/100) + "xx"
+	return statusClasses[code/100]
 }
 
 // errClosed is returned by Apply after Shutdown.

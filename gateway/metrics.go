@@ -42,6 +42,17 @@ var (
 type gatewayMetrics struct {
 	m     *metrics.Metrics
 	conns sync.Map // listener name → *atomic.Int64
+	// requests counts per label set on the hot path without go-metrics'
+	// label handling; flush hands the deltas to go-metrics (every second
+	// and before every scrape).
+	requests sync.Map // requestKey → *requestCount
+	flushMu  sync.Mutex
+}
+
+type requestKey struct{ listener, upstream, code, reason string }
+
+type requestCount struct {
+	n, flushed atomic.Uint64
 }
 
 func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
@@ -52,14 +63,34 @@ func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
 }
 
 func (gm *gatewayMetrics) request(listener, upstream string, status int, reason string, d time.Duration) {
-	labels := []metrics.Label{
-		{Name: "listener", Value: listener},
-		{Name: "upstream", Value: upstream},
-		{Name: "code", Value: statusClass(status)},
-		{Name: "reason", Value: reason},
+	code := statusClass(status)
+	key := requestKey{listener, upstream, code, reason}
+	c, ok := gm.requests.Load(key)
+	if !ok {
+		c, _ = gm.requests.LoadOrStore(key, new(requestCount))
 	}
-	gm.m.IncrCounterWithLabels(metricRequests, 1, labels)
-	gm.m.MeasureSinceWithLabels(metricRequestDuration, time.Now().Add(-d), labels[:3])
+	c.(*requestCount).n.Add(1)
+	gm.m.AddSampleWithLabels(metricRequestDuration, float32(d.Nanoseconds())/1e6, []metrics.Label{
+		{Name: "listener", Value: listener}, {Name: "upstream", Value: upstream}, {Name: "code", Value: code},
+	})
+}
+
+// flush adds the request counts since the last flush to go-metrics.
+func (gm *gatewayMetrics) flush() {
+	gm.flushMu.Lock()
+	defer gm.flushMu.Unlock()
+	gm.requests.Range(func(k, v any) bool {
+		key, c := k.(requestKey), v.(*requestCount)
+		n := c.n.Load()
+		if d := n - c.flushed.Load(); d > 0 {
+			c.flushed.Store(n)
+			gm.m.IncrCounterWithLabels(metricRequests, float32(d), []metrics.Label{
+				{Name: "listener", Value: key.listener}, {Name: "upstream", Value: key.upstream},
+				{Name: "code", Value: key.code}, {Name: "reason", Value: key.reason},
+			})
+		}
+		return true
+	})
 }
 
 func (gm *gatewayMetrics) connOpened(listener string) { gm.connDelta(listener, 1) }
@@ -70,6 +101,11 @@ func (gm *gatewayMetrics) connDelta(listener string, d int64) {
 	n := v.(*atomic.Int64).Add(d)
 	gm.m.SetGaugeWithLabels(metricQUICConns, float32(n), []metrics.Label{{Name: "listener", Value: listener}})
 }
+
+// FlushMetrics hands counters aggregated on the request path to go-metrics
+// at once; the agent calls it before serving a scrape. They are also flushed
+// every second.
+func (g *Gateway) FlushMetrics() { g.metrics.flush() }
 
 // sampleUpstreams sets the per-upstream gauges every interval until ctx is
 // done. Sampling keeps gauge updates off the request path.
@@ -82,6 +118,7 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
+		g.metrics.flush()
 		for name, u := range g.table.Load().upstreams {
 			var inFlight int64
 			eligible := 0

@@ -39,20 +39,20 @@ func removeHopHeaders(h http.Header) {
 
 // outgoing builds the backend request: same method, path, query and
 // authority; hop-by-hop fields removed; X-Forwarded-* set; body streamed.
+// Header values are shared with r, not copied (neither side modifies them):
+// this is the hot path.
 func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.Request {
-	out := r.Clone(ctx)
-	out.URL = &url.URL{
-		Scheme:   b.Scheme,
-		Host:     b.Addr(),
-		Path:     r.URL.Path,
-		RawPath:  r.URL.RawPath,
-		RawQuery: r.URL.RawQuery,
+	h := make(http.Header, len(r.Header)+3)
+	for k, v := range r.Header {
+		h[k] = v
 	}
-	out.RequestURI = ""
-	out.Host = r.Host
-	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
-	out.Close = false
-	removeHopHeaders(out.Header)
+	removeHopHeaders(h)
+	u := &url.URL{Scheme: b.Scheme, Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out := (&http.Request{
+		Method: r.Method, URL: u, Header: h, Host: r.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Body: r.Body, ContentLength: r.ContentLength, RemoteAddr: r.RemoteAddr,
+	}).WithContext(ctx)
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}

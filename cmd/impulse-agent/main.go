@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,13 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if os.Getenv("GOGC") == "" {
+		// The proxy path allocates short-lived objects at a high rate while its
+		// live heap is small: collecting at 200% growth instead of 100% cut
+		// CPU per request by about 10% in `make bench-load` for little memory.
+		// GOGC in the environment still wins.
+		debug.SetGCPercent(200)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

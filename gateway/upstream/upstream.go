@@ -110,6 +110,7 @@ type Backend struct {
 	removed    atomic.Bool
 	ewma       atomic.Uint64 // float64 bits, ns
 	res        *resolver
+	hostPort   string       // Spec.Addr(), computed once
 	warmSince  atomic.Int64 // unix ns when slow start began; 0 = full weight
 	slowStart  time.Duration
 	stopChecks context.CancelFunc
@@ -136,6 +137,9 @@ func (b *Backend) warmUp() {
 		b.warmSince.Store(time.Now().UnixNano())
 	}
 }
+
+// HostPort is the backend's host:port (IPv6 bracketed), for request URLs.
+func (b *Backend) HostPort() string { return b.hostPort }
 
 // Key implements balance.Candidate: the stable identity used for hashing.
 func (b *Backend) Key() string { return b.ID }
@@ -315,7 +319,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr()}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			next[key] = b
 			created = append(created, b)
