@@ -185,21 +185,7 @@ func (b *lbBackend) handler() http.Handler {
 	})
 }
 
-// lbUpstreamHCL is an upstream routing pathPrefix to static backends;
-// extra is pasted into the upstream block.
-func lbUpstreamHCL(name, pathPrefix, extra string, backends ...*lbBackend) string {
-	var s strings.Builder
-	fmt.Fprintf(&s, "\nupstream %q {\n  route {\n    path_prefix = %q\n  }\n", name, pathPrefix)
-	for _, be := range backends {
-		fmt.Fprintf(&s, "  backend %q {\n    address = %q\n  }\n", be.Name, be.URL)
-	}
-	if extra != "" {
-		s.WriteString(extra)
-		s.WriteString("\n")
-	}
-	s.WriteString("}\n")
-	return s.String()
-}
+func (b *lbBackend) nameURL() (string, string) { return b.Name, b.URL }
 
 // ---------------------------------------------------------------------------
 // Control API views
@@ -521,7 +507,7 @@ func TestKillOneOfThreeUnderLoad(t *testing.T) {
     unhealthy_threshold = 2
   }
 `, slowStart, threshold)
-	a := startAgent(t, baseHCL()+lbUpstreamHCL("web", "/", extra, k1, k2, k3))
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("web", "/", extra, k1, k2, k3))
 	waitFor(t, 10*time.Second, "the three backends healthy in /v1/backends", func() bool {
 		bs := lbBackends(a, "web")
 		n := 0
@@ -697,7 +683,7 @@ func TestB26AllUnhealthyIs503(t *testing.T) {
     unhealthy_threshold = 2
   }
 `
-	a := startAgent(t, baseHCL()+lbUpstreamHCL("b26", "/b26/", extra, b1, b2), "-log-level=debug")
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("b26", "/b26/", extra, b1, b2), "-log-level=debug")
 	waitFor(t, 10*time.Second, "both backends unhealthy", func() bool {
 		bs := lbBackends(a, "b26")
 		return len(bs) == 2 && bs["b26-1"].Health == "unhealthy" && bs["b26-2"].Health == "unhealthy" &&
@@ -758,7 +744,7 @@ func TestActiveCheckOverHTTP2(t *testing.T) {
     unhealthy_threshold = 2
   }
 `
-	a := startAgent(t, baseHCL()+lbUpstreamHCL("h2hc", "/", extra, h2))
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("h2hc", "/", extra, h2))
 	c, _ := newH3Client(t)
 	state := func() lbBackendState { return lbBackends(a, "h2hc")["h2-hc"] }
 
@@ -881,7 +867,7 @@ upstream %q {
 func TestConsistentHashByHeader(t *testing.T) {
 	bs := []*lbBackend{newLBBackend(t, "ch-1"), newLBBackend(t, "ch-2"), newLBBackend(t, "ch-3")}
 	extra := "  load_balancing = \"consistent_hash\"\n  hash_on        = \"header:X-User\"\n"
-	a := startAgent(t, baseHCL()+lbUpstreamHCL("ch", "/", extra, bs...))
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("ch", "/", extra, bs...))
 	c, _ := newH3Client(t)
 
 	const users, repeats = 50, 5
@@ -927,7 +913,7 @@ func TestConsistentHashByHeader(t *testing.T) {
 	}
 
 	// Remove ch-2 by reloading the configuration without it.
-	if err := os.WriteFile(a.ConfigPath, []byte(baseHCL()+lbUpstreamHCL("ch", "/", extra, bs[0], bs[2])), 0o644); err != nil {
+	if err := os.WriteFile(a.ConfigPath, []byte(baseHCL()+staticUpstreamHCL("ch", "/", extra, bs[0], bs[2])), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := a.control("POST", "/v1/reload", nil); code != http.StatusOK {
@@ -973,7 +959,7 @@ func TestConsistentHashByHeader(t *testing.T) {
 // starved.
 func TestLeastRequestInFlightReturnsToZero(t *testing.T) {
 	bs := []*lbBackend{newLBBackend(t, "lr-1"), newLBBackend(t, "lr-2"), newLBBackend(t, "lr-3")}
-	a := startAgent(t, baseHCL()+lbUpstreamHCL("lr", "/", "  load_balancing = \"least_request\"\n", bs...))
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("lr", "/", "  load_balancing = \"least_request\"\n", bs...))
 	c, _ := newH3Client(t)
 
 	const per = 100

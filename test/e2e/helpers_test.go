@@ -74,13 +74,19 @@ listener "public" {
 `, certFile, keyFile)
 }
 
+// hclBackend is any test backend a static upstream block can name.
+type hclBackend interface{ nameURL() (name, url string) }
+
+func (b *backend) nameURL() (string, string) { return b.Name, b.URL }
+
 // staticUpstreamHCL is an upstream named name routing pathPrefix to the given
 // backends (static). extra is pasted into the upstream block.
-func staticUpstreamHCL(name, pathPrefix string, extra string, backends ...*backend) string {
+func staticUpstreamHCL[B hclBackend](name, pathPrefix string, extra string, backends ...B) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nupstream %q {\n  route {\n    path_prefix = %q\n  }\n", name, pathPrefix)
 	for _, be := range backends {
-		fmt.Fprintf(&b, "  backend %q {\n    address = %q\n  }\n", be.Name, be.URL)
+		n, u := be.nameURL()
+		fmt.Fprintf(&b, "  backend %q {\n    address = %q\n  }\n", n, u)
 	}
 	if extra != "" {
 		b.WriteString(extra)
