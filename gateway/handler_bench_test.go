@@ -7,10 +7,14 @@ import (
 	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -91,4 +95,33 @@ func BenchmarkHandlerPrometheus(b *testing.B) {
 	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
 	m, _ := metrics.New(cfg, sink)
 	benchHandler(b, m)
+}
+
+// BenchmarkHandlerHTTP1 is the whole handler against a real HTTP/1.1 backend
+// on loopback (one request at a time), i.e. the proxy hop without QUIC.
+func BenchmarkHandlerHTTP1(b *testing.B) {
+	body := bytes.Repeat([]byte("x"), 64)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "64")
+		w.Write(body)
+	}))
+	defer be.Close()
+	host, port, _ := net.SplitHostPort(be.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	uc := UpstreamConfig{Config: upstream.Config{Name: "web", ResponseHeaderTimeout: 30 * time.Second},
+		Routes: []RouteConfig{{PathPrefix: "/"}},
+		Static: []upstream.Spec{{ID: "a", Scheme: "http", Host: host, Port: p, Weight: 1}}}
+	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Shutdown(b.Context())
+	h := g.handlerFor("bench")
+	u, _ := url.Parse("https://example.com/small")
+	b.ReportAllocs()
+	for b.Loop() {
+		r := &http.Request{Method: "GET", URL: u, Host: "example.com", Proto: "HTTP/3.0", ProtoMajor: 3,
+			Header: http.Header{"Accept": {"*/*"}}, RemoteAddr: "127.0.0.1:40000", Body: http.NoBody}
+		h.ServeHTTP(&discardWriter{h: http.Header{}}, r.WithContext(b.Context()))
+	}
 }

@@ -102,24 +102,29 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// roundTrip sends out with the response-header timeout applied. The
-// returned context carries the cause when the timeout fired; the caller must
-// call cancel once the response body is done.
+// roundTrip sends the request to b with the response-header timeout
+// applied: by net/http's own Transport.ResponseHeaderTimeout for HTTP/1.1
+// backends (no per-request timer here), by a timer that cancels the request
+// context for HTTP/2 ones. The returned context carries the cause when that
+// timer fired; the caller must call cancel once the response body is done.
 func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
+		resp, err := b.Transport.RoundTrip(outgoing(r.Context(), r, b))
+		return resp, r.Context(), noCancel, err
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	out := outgoing(ctx, r, b)
-	var timer *time.Timer
-	if headerTimeout > 0 {
-		timer = time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
-	}
+	timer := time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
 	resp, err := b.Transport.RoundTrip(out)
-	if timer != nil && !timer.Stop() && err == nil {
+	if !timer.Stop() && err == nil {
 		// The timer fired just as headers arrived; the body is already canceled.
 		resp.Body.Close()
 		resp, err = nil, transport.ErrResponseHeaderTimeout
 	}
 	return resp, ctx, cancel, err
 }
+
+func noCancel(error) {}
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 

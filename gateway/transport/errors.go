@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 )
 
 // Reasons the gateway reports in x-impulse-error and in metrics.
@@ -35,7 +36,7 @@ var ErrResponseHeaderTimeout = errors.New("transport: timeout awaiting response 
 // for connect, TLS and reset failures. ctx is the request context whose
 // cause distinguishes a timeout from a client cancel.
 func Classify(ctx context.Context, err error) (status int, reason string) {
-	if errors.Is(context.Cause(ctx), ErrResponseHeaderTimeout) || errors.Is(err, ErrResponseHeaderTimeout) {
+	if errors.Is(context.Cause(ctx), ErrResponseHeaderTimeout) || errors.Is(err, ErrResponseHeaderTimeout) || isH1HeaderTimeout(err) {
 		return http.StatusGatewayTimeout, ReasonResponseTimeout
 	}
 	if ctx.Err() != nil {
@@ -62,4 +63,11 @@ func Classify(ctx context.Context, err error) (status int, reason string) {
 		return http.StatusBadGateway, ReasonConnect
 	}
 	return http.StatusBadGateway, ReasonReset
+}
+
+// isH1HeaderTimeout recognises net/http's Transport.ResponseHeaderTimeout
+// error, which has no exported type: a timeout whose text says so.
+func isH1HeaderTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "timeout awaiting response headers")
 }

@@ -33,6 +33,10 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// IdleTimeout closes pooled connections idle for this long.
 	IdleTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for response headers of
+	// SchemeHTTP backends (net/http enforces it; 0 = none). HTTP/2 callers
+	// apply their own timer.
+	ResponseHeaderTimeout time.Duration
 	// MaxIdlePerHost bounds idle HTTP/1.1 connections kept per backend
 	// (default 256).
 	MaxIdlePerHost int
@@ -65,10 +69,11 @@ func New(o Options) (RoundTripper, error) {
 	switch o.Scheme {
 	case SchemeHTTP:
 		return &http.Transport{
-			DialContext:         dial,
-			MaxIdleConns:        0,
-			MaxIdleConnsPerHost: o.MaxIdlePerHost,
-			IdleConnTimeout:     o.IdleTimeout,
+			DialContext:           dial,
+			MaxIdleConns:          0,
+			MaxIdleConnsPerHost:   o.MaxIdlePerHost,
+			IdleConnTimeout:       o.IdleTimeout,
+			ResponseHeaderTimeout: o.ResponseHeaderTimeout,
 			// Never negotiate HTTP/2 on an http:// backend: the scheme means HTTP/1.1.
 			TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
 			DisableCompression: true,

@@ -312,6 +312,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			rt, err := newTransport(transport.Options{
 				Scheme: s.Scheme, TLS: u.cfg.TLS,
 				ConnectTimeout: u.cfg.ConnectTimeout, IdleTimeout: u.cfg.IdleTimeout,
+				ResponseHeaderTimeout: u.cfg.ResponseHeaderTimeout,
 				Dial: func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {
 					return res.dial(ctx, d, network)
 				},
