@@ -345,7 +345,7 @@ func TestSpecsFromSnapshot(t *testing.T) {
 		{ID: "n2/d", Address: "10.0.0.4", Port: 80, Meta: map[string]string{MetaScheme: "gopher"}},
 	}}
 	got, skipped := specs(s, "http")
-	if len(got) != 4 || got[0].Scheme != "http" || got[1].Scheme != "https" || got[1].Weight != 3 ||
+	if len(got) != 4 || got[0].Scheme != "http" || got[1].Scheme != "https" || got[1].Weight != 300 ||
 		got[0].Suppressed != "" || got[2].Suppressed != "unusable port 0" || got[3].Suppressed != `unusable impulse-scheme "gopher"` {
 		t.Fatalf("specs = %+v", got)
 	}

@@ -14,6 +14,12 @@ import (
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
+// ConsulWeightScale multiplies Consul's Weights (default 1) so discovered
+// instances share the scale of static backends (default weight 100): an
+// upstream mixing both splits traffic evenly by default, and slow start can
+// ramp a default instance in 100 steps.
+const ConsulWeightScale = 100
+
 // MetaScheme is the Consul ServiceMeta key with which an instance overrides
 // its upstream's consul.scheme ("http" or "https").
 const MetaScheme = "impulse-scheme"
@@ -133,7 +139,7 @@ func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []
 		if v, ok := in.Meta[MetaScheme]; ok {
 			sc = v
 		}
-		sp := upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight}
+		sp := upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight * ConsulWeightScale}
 		switch {
 		case sc != "http" && sc != "https":
 			sp.Suppressed = "unusable impulse-scheme " + strconv.Quote(sc)

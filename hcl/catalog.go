@@ -75,6 +75,9 @@ func ParseCatalogRoute(s string) (Route, error) {
 	if s == "" {
 		return Route{}, errors.New("empty route; use HOST/PATH, /PATH or HOST")
 	}
+	if strings.Contains(s, "://") {
+		return Route{}, fmt.Errorf("%q: a route is HOST/PATH, /PATH or HOST, without a scheme", s)
+	}
 	host, path := s, DefaultPathPrefix
 	if i := strings.IndexByte(s, '/'); i >= 0 {
 		host, path = s[:i], s[i:]

@@ -74,6 +74,11 @@ func TestParseCatalogRoute(t *testing.T) {
 		{in: "/x#y", err: "query or fragment"},
 		{in: "/a b", err: "spaces or control characters"},
 		{in: "/a\tb", err: "spaces or control characters"},
+		{in: "http://x/y", err: "without a scheme"},
+		{in: "//", err: "empty segment"},
+		{in: "/a/../b", err: `".." segment`},
+		{in: "/a/./b", err: `"." segment`},
+		{in: "/%zz", err: "percent-encoding"},
 	} {
 		r, err := ParseCatalogRoute(tc.in)
 		switch {

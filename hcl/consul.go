@@ -42,15 +42,23 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 		v, _ := lookupEnv(k)
 		return strings.TrimSpace(v)
 	}
+	before := b.errCount()
 	c := &Consul{
 		Datacenter: b.str(r.Datacenter, ""),
 		Wait:       b.duration(r.Wait, DefaultConsulWait, MinConsulWait, MaxConsulWait),
 		Stale:      b.boolean(r.Stale, false),
 	}
 	// A blocking query legitimately succeeds only every wait + wait/16, so a
-	// smaller bound would report healthy discovery as stale.
+	// smaller bound would report healthy discovery as stale; the default
+	// obeys the same floor. With an invalid wait (already reported) the
+	// bound is not checked against a default the user did not write.
 	minStale := c.Wait + c.Wait/16 + 5*time.Second
-	c.MaxStaleness = b.duration(r.MaxStaleness, 2*c.Wait, minStale, 24*time.Hour)
+	defStale := max(2*c.Wait, minStale)
+	if b.errCount() != before {
+		c.MaxStaleness = b.duration(r.MaxStaleness, defStale, 0, 24*time.Hour)
+	} else {
+		c.MaxStaleness = b.duration(r.MaxStaleness, defStale, minStale, 24*time.Hour)
+	}
 
 	// Address and scheme: file, then environment, then defaults.
 	addrScheme := ""

@@ -23,6 +23,19 @@ type blk struct {
 	diags *hcl2.Diagnostics
 }
 
+// errCount is the number of error diagnostics so far; comparing it before
+// and after converting a field tells whether that field was valid, so
+// cross-field checks never quote a default the user did not write.
+func (b blk) errCount() int {
+	n := 0
+	for _, d := range *b.diags {
+		if d.Severity == hcl2.DiagError {
+			n++
+		}
+	}
+	return n
+}
+
 // child returns the view of a nested block.
 func (b blk) child(name string, def hcl2.Range) blk {
 	p := name

@@ -2,6 +2,7 @@ package hcl
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,14 +34,16 @@ func buildUpstreams(top blk, raws []*rawUpstream) []Upstream {
 func buildUpstream(b blk, r *rawUpstream) Upstream {
 	u := Upstream{Name: r.Name, Range: r.DefRange, Timeouts: DefaultTimeouts()}
 
+	lbBefore := b.errCount()
 	u.LoadBalancing = b.oneOf(r.LoadBalancing, DefaultLoadBalancing, loadBalancingPolicies...)
+	lbValid := b.errCount() == lbBefore
 	if r.LoadBalancing != nil {
 		b.unsupported("load_balancing."+u.LoadBalancing, r.LoadBalancing.Expr.Range())
 	}
 	hashOn, hashOK := b.strOK(r.HashOn, "")
 	u.HashOn = hashOn
 	switch {
-	case hashOn != "" && u.LoadBalancing != "consistent_hash":
+	case hashOn != "" && u.LoadBalancing != "consistent_hash" && lbValid:
 		b.errorf(r.HashOn, "", "Invalid hash_on", "hash_on is only used with load_balancing = \"consistent_hash\"; got load_balancing %q.", u.LoadBalancing)
 	case hashOn != "":
 		if why := checkHashOn(hashOn); why != "" {
@@ -126,13 +129,26 @@ func buildRoute(b blk, r *rawRoute) Route {
 	return rt
 }
 
-// checkPathPrefix returns why p is not a valid path_prefix, or "".
+// checkPathPrefix returns why p is not a valid path_prefix, or "". A prefix
+// is matched against the request path as sent, so it must itself be a
+// normalized absolute path: no empty or dot segments (RFC 3986 §5.2.4) and
+// only well-formed percent-encoding.
 func checkPathPrefix(p string) string {
 	switch {
 	case !strings.HasPrefix(p, "/"):
 		return fmt.Sprintf("must start with \"/\"; got %q", p)
 	case strings.ContainsAny(p, "?#"):
 		return fmt.Sprintf("must not contain a query or fragment; got %q", p)
+	case strings.Contains(p, "//"):
+		return fmt.Sprintf("must not contain an empty segment (\"//\"); got %q", p)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("must not contain a %q segment; got %q", seg, p)
+		}
+	}
+	if _, err := url.PathUnescape(p); err != nil {
+		return fmt.Sprintf("has an invalid percent-encoding; got %q", p)
 	}
 	return ""
 }
@@ -177,10 +193,14 @@ func buildUpstreamConsul(b blk, r *rawUpstreamConsul) *UpstreamConsul {
 }
 
 func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
+	before := b.errCount()
+	interval := b.duration(r.Interval, DefaultHealthCheckInterval, positive, 0)
+	timeout := b.duration(r.Timeout, DefaultHealthCheckTimeout, positive, 0)
+	durationsOK := b.errCount() == before
 	h := &HealthCheck{
 		Path:               DefaultHealthCheckPath,
-		Interval:           b.duration(r.Interval, DefaultHealthCheckInterval, positive, 0),
-		Timeout:            b.duration(r.Timeout, DefaultHealthCheckTimeout, positive, 0),
+		Interval:           interval,
+		Timeout:            timeout,
 		HealthyThreshold:   b.intAtLeast(r.HealthyThreshold, DefaultHealthyThreshold, 1),
 		UnhealthyThreshold: b.intAtLeast(r.UnhealthyThreshold, DefaultUnhealthyThreshold, 1),
 		UnknownIsHealthy:   b.boolean(r.UnknownIsHealthy, true),
@@ -192,7 +212,7 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 			h.Path = p
 		}
 	}
-	if h.Interval < h.Timeout {
+	if h.Interval < h.Timeout && durationsOK {
 		a := r.Interval
 		if a == nil {
 			a = r.Timeout

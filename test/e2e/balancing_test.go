@@ -825,9 +825,10 @@ upstream %q {
 	}
 	a := startAgent(t, cfg)
 	for _, p := range policies {
-		waitFor(t, 10*time.Second, p+": both instances in /v1/backends with weights 300 and 100", func() bool {
+		// Consul weights are scaled by 100 to the static-backend scale.
+		waitFor(t, 10*time.Second, p+": both instances in /v1/backends with weights 30000 and 10000", func() bool {
 			bs := lbBackends(a, p)
-			return bs["l01-heavy"].Weight == 300 && bs["l01-light"].Weight == 100
+			return bs["l01-heavy"].Weight == 30000 && bs["l01-light"].Weight == 10000
 		})
 	}
 
