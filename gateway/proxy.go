@@ -162,10 +162,12 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 				return nil, werr
 			}
 			written += int64(n)
-			// Flush while more is coming, so streams and slow bodies reach the
-			// client as they arrive; the last chunk of a body of known length
-			// goes out with the end of the stream instead (one packet less).
-			if flusher != nil && rerr == nil && (resp.ContentLength < 0 || written < resp.ContentLength) {
+			// Flush when the backend paused (a short read: nothing more was
+			// ready), so streams and slow bodies reach the client as they
+			// arrive; while full buffers keep coming, QUIC's own buffering
+			// batches them. The last chunk of a body of known length goes out
+			// with the end of the stream instead (one packet less).
+			if flusher != nil && rerr == nil && n < len(buf) && (resp.ContentLength < 0 || written < resp.ContentLength) {
 				flusher.Flush()
 			}
 		}
