@@ -57,7 +57,9 @@ type requestCount struct {
 
 func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
 	if m == nil {
-		m, _ = metrics.New(metrics.DefaultConfig("impulse"), &metrics.BlackholeSink{})
+		cfg := metrics.DefaultConfig("impulse")
+		cfg.EnableRuntimeMetrics = false // its collector goroutine would outlive the gateway
+		m, _ = metrics.New(cfg, &metrics.BlackholeSink{})
 	}
 	return &gatewayMetrics{m: m}
 }
