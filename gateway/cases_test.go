@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
 // TestB23UnsafeRequestsAreNotReplayed: the gateway never retries; a POST
@@ -104,4 +108,40 @@ func TestL03InFlightReturnsToZero(t *testing.T) {
 		out, _ := json.Marshal(h.gw.Backends())
 		t.Fatalf("%d requests reached backends, want 300: %s", total, out)
 	}
+}
+
+// TestRemovedBackendConnectionsClose: once a backend leaves its upstream
+// and its last request ends, the gateway closes its pooled connections (no
+// connection leak towards removed instances).
+func TestRemovedBackendConnectionsClose(t *testing.T) {
+	var open atomic.Int64
+	be := httptest.NewUnstartedServer(named("a"))
+	be.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	be.Start()
+	t.Cleanup(be.Close)
+	other := newH1Backend(t, named("b"))
+	uc := UpstreamConfig{Config: upstream.Config{Name: "web", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/"}}}
+	h := newHarness(t, uc)
+	if err := h.gw.SetDiscovered("web", []upstream.Spec{specFor("a", be), specFor("b", other)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		resp := h.get("/")
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if open.Load() == 0 {
+		t.Fatal("no pooled connection to backend a")
+	}
+	if err := h.gw.SetDiscovered("web", []upstream.Spec{specFor("b", other)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() bool { return open.Load() == 0 }, "connections to the removed backend to close")
 }
