@@ -174,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	control := &http.Server{Handler: a.controlHandler(token), ReadHeaderTimeout: 10 * time.Second}
+	control := &http.Server{Handler: a.controlHandler(token, cfg.Control.EnableDebug), ReadHeaderTimeout: 10 * time.Second}
 	controlDone := make(chan struct{})
 	go func() {
 		defer close(controlDone)

@@ -353,3 +353,26 @@ func TestSpecsFromSnapshot(t *testing.T) {
 		t.Fatalf("skipped = %v", skipped)
 	}
 }
+
+func TestDebugEndpointsOnlyWhenEnabled(t *testing.T) {
+	a := backend(t, "a")
+	up := fmt.Sprintf(`
+upstream "a" {
+  route {
+    path_prefix = "/"
+  }
+  backend "a" {
+    address = %q
+  }
+}
+`, a.URL)
+	off := start(t, baseConfig+up)
+	if code, _ := off.control("GET", "/debug/pprof/", ""); code != 404 {
+		t.Fatalf("/debug/pprof/ without enable_debug: %d, want 404", code)
+	}
+	on := start(t, strings.Replace(baseConfig, `address = "127.0.0.1:0"
+}`, "address = \"127.0.0.1:0\"\n  enable_debug = true\n}", 1)+up)
+	if code, body := on.control("GET", "/debug/pprof/", ""); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("/debug/pprof/ with enable_debug: %d", code)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
@@ -13,8 +14,16 @@ import (
 // controlHandler serves the control API (interface.md "Control API"). When a
 // token is set, every endpoint but /v1/health needs
 // "Authorization: Bearer <token>".
-func (a *Agent) controlHandler(token string) http.Handler {
+func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	mux := http.NewServeMux()
+	if debug {
+		// Go's profiler, for CPU and heap profiles under real load.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

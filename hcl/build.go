@@ -61,6 +61,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 			b.errorf(r.Address, "", "Invalid address", "%s.", why)
 		}
 		c.Control.TokenFile = b.file(r.TokenFile)
+		c.Control.EnableDebug = b.boolean(r.EnableDebug, false)
 	}
 
 	if r := m.Telemetry; r != nil {

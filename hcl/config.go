@@ -214,6 +214,9 @@ type Control struct {
 	// TokenFile, when set, holds the bearer token every endpoint but
 	// /v1/health requires. It must exist.
 	TokenFile string
+	// EnableDebug serves Go's profiler under /debug/pprof/ (as Consul's
+	// enable_debug); off by default.
+	EnableDebug bool
 }
 
 // Telemetry is the telemetry block.

@@ -100,8 +100,9 @@ type rawCatalog struct {
 type rawControl struct {
 	DefRange hcl2.Range `hcl:",def_range"`
 
-	Address   *hcl2.Attribute `hcl:"address,optional"`
-	TokenFile *hcl2.Attribute `hcl:"token_file,optional"`
+	Address     *hcl2.Attribute `hcl:"address,optional"`
+	TokenFile   *hcl2.Attribute `hcl:"token_file,optional"`
+	EnableDebug *hcl2.Attribute `hcl:"enable_debug,optional"`
 }
 
 // rawTelemetry is the top-level telemetry block.
