@@ -53,8 +53,15 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Body: r.Body, ContentLength: r.ContentLength, RemoteAddr: r.RemoteAddr,
 	}).WithContext(ctx)
-	if r.ContentLength == 0 {
+	switch {
+	case r.ContentLength == 0:
 		out.Body = nil
+	case r.ContentLength < 0 && noChunkedBody[r.Method]:
+		// HTTP/3 gives no length when the client sent no Content-Length.
+		// For these methods net/http would probe the body in a goroutine
+		// with a 200 ms timer; one synchronous byte tells it at once (the
+		// client's FIN normally arrives with the headers).
+		out.Body, out.ContentLength = probeBody(r.Body)
 	}
 	// Request trailers the client declared are forwarded once its body ends.
 	if len(r.Trailer) > 0 || r.Header.Get("Trailer") != "" {
@@ -67,7 +74,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 			}
 		}
 		if out.Body != nil {
-			out.Body = &trailerBody{ReadCloser: r.Body, src: r, dst: out.Trailer}
+			out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: out.Trailer}
 		}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -81,6 +88,45 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
 	return out
+}
+
+// noChunkedBody are the methods for which net/http will not send an
+// unknown-length body chunked without probing it first (transfer.go).
+var noChunkedBody = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "PROPFIND": true, "SEARCH": true}
+
+// probeBody reads one byte of body: at EOF the request has no body (nil, 0);
+// otherwise the byte is put back in front of the rest (length still unknown).
+func probeBody(body io.ReadCloser) (io.ReadCloser, int64) {
+	var one [1]byte
+	n, err := io.ReadFull(body, one[:])
+	if n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+		return nil, 0
+	}
+	return &prefixedBody{prefix: one[:n], err: err, ReadCloser: body}, -1
+}
+
+// prefixedBody replays bytes already read from a body before the rest.
+type prefixedBody struct {
+	prefix []byte
+	err    error // the error of the probe read, returned after the prefix
+	io.ReadCloser
+}
+
+func (p *prefixedBody) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	if p.err != nil {
+		err := p.err
+		p.err = nil
+		if err != io.EOF && err != io.ErrUnexpectedEOF {
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+	return p.ReadCloser.Read(b)
 }
 
 // trailerBody copies the client's request trailers into the outgoing

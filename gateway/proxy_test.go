@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -456,5 +458,33 @@ func TestDrainTimeoutCancelsRequests(t *testing.T) {
 	var ae *quic.ApplicationError
 	if !errors.As(err, &ae) || ae.ErrorCode != quic.ApplicationErrorCode(http3.ErrCodeRequestCanceled) {
 		t.Fatalf("client saw %v, want H3_REQUEST_CANCELLED", err)
+	}
+}
+
+// TestGETWithBodyIsForwarded: a GET with a body of unknown length (HTTP/3
+// without Content-Length) still reaches the backend whole, and a GET
+// without one is sent without a body.
+func TestGETWithBodyIsForwarded(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d:%s:%v", r.ContentLength, b, r.TransferEncoding)
+	}))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	req, _ := http.NewRequest("GET", h.base+"/search", io.NopCloser(strings.NewReader(`{"query":{}}`)))
+	req.ContentLength = -1
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `{"query":{}}`) {
+		t.Fatalf("GET body not forwarded: %q", body)
+	}
+	resp = h.get("/plain")
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "0::[]" {
+		t.Fatalf("GET without body arrived as %q", body)
 	}
 }
