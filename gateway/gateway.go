@@ -86,6 +86,7 @@ type Gateway struct {
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
+	workers      *workers
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -96,7 +97,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}}
+	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}, workers: newWorkers()}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
 		return nil, err
@@ -297,6 +298,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.stopSampling()
 	g.sampling.Wait()
+	g.workers.close()
 	return errors.Join(errs...)
 }
 
@@ -305,5 +307,5 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 func (g *Gateway) Handler() http.Handler { return g.handlerFor("") }
 
 func (g *Gateway) handlerFor(listener string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serve(listener, w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.workers.run(g, listener, w, r) })
 }
