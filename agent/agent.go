@@ -46,6 +46,8 @@ type ConfigError struct {
 	Diags hcl2.Diagnostics
 }
 
+// Error lists the error diagnostics, one "file:line:column: summary: detail"
+// per line.
 func (e *ConfigError) Error() string {
 	var b strings.Builder
 	for _, d := range e.Diags {

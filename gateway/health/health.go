@@ -20,6 +20,7 @@ const (
 	Unhealthy
 )
 
+// String returns "unknown", "healthy" or "unhealthy", as shown in /v1/backends.
 func (s Status) String() string {
 	switch s {
 	case Healthy:

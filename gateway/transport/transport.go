@@ -127,5 +127,7 @@ type DialError struct {
 	TLS bool
 }
 
+// Error implements error.
 func (e *DialError) Error() string { return "transport: connect: " + e.Err.Error() }
+// Unwrap returns the underlying dial, TLS or ALPN error.
 func (e *DialError) Unwrap() error { return e.Err }
