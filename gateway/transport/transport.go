@@ -129,5 +129,6 @@ type DialError struct {
 
 // Error implements error.
 func (e *DialError) Error() string { return "transport: connect: " + e.Err.Error() }
+
 // Unwrap returns the underlying dial, TLS or ALPN error.
 func (e *DialError) Unwrap() error { return e.Err }
