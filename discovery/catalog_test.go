@@ -8,11 +8,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/impulse-agent/impulse-agent/test/consultest"
 )
 
@@ -48,22 +46,7 @@ func TestCatalogQueryNormalize(t *testing.T) {
 }
 
 // catalogRecorder collects the snapshots of a catalog watch.
-type catalogRecorder struct {
-	mu    sync.Mutex
-	snaps []CatalogSnapshot
-}
-
-func (r *catalogRecorder) emit(s CatalogSnapshot) {
-	r.mu.Lock()
-	r.snaps = append(r.snaps, s)
-	r.mu.Unlock()
-}
-
-func (r *catalogRecorder) all() []CatalogSnapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.snaps)
-}
+type catalogRecorder struct{ collector[CatalogSnapshot] }
 
 // wait waits until the latest snapshot equals want and returns it.
 func (r *catalogRecorder) wait(t *testing.T, want map[string][]string) CatalogSnapshot {
@@ -202,23 +185,11 @@ func TestWatchCatalogBadFilter(t *testing.T) {
 func TestWatchCatalogACLFiltered(t *testing.T) {
 	t.Parallel()
 	const mgmt = "2f6d1c0e-7a3b-4c5d-8e9f-0a1b2c3d4e5f"
-	a := consultest.Start(t, consultest.WithToken(mgmt), consultest.WithConfig(`acl {
-  enabled = true
-  default_policy = "deny"
-  tokens { initial_management = "`+mgmt+`" }
-}`))
-	acl := a.Client().ACL()
-	p, _, err := acl.PolicyCreate(&api.ACLPolicy{Name: "nodes-only", Rules: `node_prefix "" { policy = "read" }`}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := acl.TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := consultest.Start(t, consultest.WithACLs(mgmt))
+	tok := a.CreateToken(t, "nodes-only", `node_prefix "" { policy = "read" }`)
 	a.RegisterTTL(t, "shop-1", "shop", "10.0.0.1", 80, []string{"impulse.route=/shop"}, nil)
 	m, sink := newMetrics(t)
-	c := newTestClient(t, a.Addr(), func(cfg *Config) { cfg.Token, cfg.Metrics = tok.SecretID, m })
+	c := newTestClient(t, a.Addr(), func(cfg *Config) { cfg.Token, cfg.Metrics = tok, m })
 	r := startCatalogWatch(t, c, CatalogQuery{TagPrefix: "impulse"})
 	waitFor(t, "an acl_filtered error", func() bool { return sink.counter(catalogErrors+reasonACLFiltered) >= 1 })
 	if n := len(r.all()); n != 0 {

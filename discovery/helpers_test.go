@@ -34,18 +34,21 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // recorder collects the snapshots emitted by a watch.
-type recorder struct {
+type recorder struct{ collector[Snapshot] }
+
+// collector keeps every value a watch emits, safe for concurrent use.
+type collector[T any] struct {
 	mu    sync.Mutex
-	snaps []Snapshot
+	snaps []T
 }
 
-func (r *recorder) emit(s Snapshot) {
+func (r *collector[T]) emit(s T) {
 	r.mu.Lock()
 	r.snaps = append(r.snaps, s)
 	r.mu.Unlock()
 }
 
-func (r *recorder) all() []Snapshot {
+func (r *collector[T]) all() []T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.snaps)

@@ -107,29 +107,10 @@ func errorCount(s *memSink) float64 {
 func TestB07ACLDeniedIsAnErrorNotAnEmptyService(t *testing.T) {
 	t.Parallel()
 	const mgmt = "0b8e2f63-4c1d-4a57-9e2b-7d6c5a4f3e21"
-	a := consultest.Start(t, consultest.WithToken(mgmt), consultest.WithConfig(`acl {
-  enabled = true
-  default_policy = "deny"
-  tokens { initial_management = "`+mgmt+`" }
-}`))
-	acl := a.Client().ACL()
-	policy := func(name, rules string) *api.ACLPolicy {
-		p, _, err := acl.PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	token := func(p *api.ACLPolicy) *api.ACLToken {
-		tok, _, err := acl.TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
-	good := token(policy("web-read", `service "web" { policy = "read" }
-node_prefix "" { policy = "read" }`))
-	nodesOnly := token(policy("nodes-only", `node_prefix "" { policy = "read" }`))
+	a := consultest.Start(t, consultest.WithACLs(mgmt))
+	good := a.CreateToken(t, "web-read", `service "web" { policy = "read" }
+node_prefix "" { policy = "read" }`)
+	nodesOnly := a.CreateToken(t, "nodes-only", `node_prefix "" { policy = "read" }`)
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
 
 	coldStart := func(t *testing.T, tok, reason string) {
@@ -145,21 +126,19 @@ node_prefix "" { policy = "read" }`))
 		}
 		t.Logf("status: %s", c.Status()[0].LastError)
 	}
-	t.Run("ColdStartFilteredByACLs", func(t *testing.T) { coldStart(t, nodesOnly.SecretID, reasonACLFiltered) })
+	t.Run("ColdStartFilteredByACLs", func(t *testing.T) { coldStart(t, nodesOnly, reasonACLFiltered) })
 	t.Run("ColdStartUnknownToken", func(t *testing.T) { coldStart(t, "4e6f2d8a-0000-4000-8000-000000000000", "http_403") })
 
 	t.Run("TokenRevokedKeepsLastSet", func(t *testing.T) {
 		m, sink := newMetrics(t)
 		var logs syncBuffer
 		c := newTestClient(t, a.Addr(), func(cfg *Config) {
-			cfg.Token, cfg.Metrics, cfg.Logger = good.SecretID, m, teeLogger(t, &logs)
+			cfg.Token, cfg.Metrics, cfg.Logger = good, m, teeLogger(t, &logs)
 			cfg.Wait = time.Second // the in-flight blocking query ends soon after the revocation
 		})
 		w := startWatch(t, c, Query{Service: "web"})
 		w.rec.waitIDs(t, "web-a")
-		if _, err := acl.TokenDelete(good.AccessorID, nil); err != nil {
-			t.Fatal(err)
-		}
+		a.RevokeToken(t, good)
 		waitFor(t, "403 after revocation", func() bool { return sink.counter(errorsMetric+"http_403") >= 1 })
 		a.Deregister(t, "web-a") // Consul would now report no instance, but we may not read it
 		waitFor(t, "more 403s", func() bool { return sink.counter(errorsMetric+"http_403") >= 3 })
@@ -174,7 +153,7 @@ node_prefix "" { policy = "read" }`))
 		if !strings.Contains(out, "status=403") || !strings.Contains(out, "endpoint=/v1/health/service/web") {
 			t.Fatalf("log lacks endpoint/status:\n%s", out)
 		}
-		if strings.Contains(out, good.SecretID) {
+		if strings.Contains(out, good) {
 			t.Fatal("the ACL token appears in the logs")
 		}
 		a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)

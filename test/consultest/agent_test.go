@@ -98,11 +98,7 @@ func TestAgentLifecycle(t *testing.T) {
 
 func TestAgentWithACLs(t *testing.T) {
 	const mgmt = "3f7c9d62-8a1e-4b6f-9c2d-5e8f7a6b4c31"
-	a := Start(t, WithToken(mgmt), WithConfig(`acl {
-  enabled = true
-  default_policy = "deny"
-  tokens { initial_management = "`+mgmt+`" }
-}`))
+	a := Start(t, WithACLs(mgmt))
 	a.RegisterTTL(t, "db-1", "db", "10.0.0.2", 5432, nil, nil)
 	waitFor(t, "db-1 in the catalog", func() bool { _, ok := healthOf(t, a, "db"); return ok })
 

@@ -22,25 +22,9 @@ import (
 // answers 503 discovery_pending with the ACL error in /v1/ready.
 func TestB07ACLDeniedKeepsRoutes(t *testing.T) {
 	const mgmt = "6a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-	c := consultest.Start(t, consultest.WithToken(mgmt), consultest.WithConfig(`acl {
-  enabled = true
-  default_policy = "deny"
-  tokens { initial_management = "`+mgmt+`" }
-}`))
-	acl := c.Client().ACL()
-	newToken := func(name, rules string) string {
-		p, _, err := acl.PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, _, err := acl.TokenCreate(&api.ACLToken{Policies: []*api.ACLTokenPolicyLink{{ID: p.ID}}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok.SecretID
-	}
-	good := newToken("web-read", "service \"web\" { policy = \"read\" }\nnode_prefix \"\" { policy = \"read\" }")
-	denied := newToken("nodes-only", "node_prefix \"\" { policy = \"read\" }")
+	c := consultest.Start(t, consultest.WithACLs(mgmt))
+	good := c.CreateToken(t, "web-read", "service \"web\" { policy = \"read\" }\nnode_prefix \"\" { policy = \"read\" }")
+	denied := c.CreateToken(t, "nodes-only", "node_prefix \"\" { policy = \"read\" }")
 	be := newHTTP1Backend(t, "acl-1")
 	c.RegisterTTL(t, "acl-1", "web", "127.0.0.1", be.Port, nil, map[string]string{"impulse-scheme": "http"})
 
