@@ -56,6 +56,8 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 	switch {
 	case r.ContentLength == 0:
 		out.Body = nil
+	case r.ContentLength > 0:
+		out.Body = &coalescingBody{ReadCloser: r.Body}
 	case r.ContentLength < 0 && noChunkedBody[r.Method]:
 		// HTTP/3 gives no length when the client sent no Content-Length.
 		// For these methods net/http would probe the body in a goroutine
@@ -127,6 +129,35 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return p.ReadCloser.Read(b)
+}
+
+// coalesceBytes is the least a read of a request body of known length
+// returns before the end of the body (bytes).
+const coalesceBytes = 32 << 10
+
+// coalescingBody forwards a request body of known length in chunks of at
+// least coalesceBytes (or what remains). An HTTP/3 stream read returns what
+// has arrived, often one or two QUIC packets when many uploads share a
+// connection; written one by one, those cost a syscall per ~4 KiB, which was
+// 46% of the agent's CPU under concurrent 1 MiB uploads. The client has
+// committed to every byte of a declared length, so waiting for a fuller
+// chunk only delays the backend, never starves it; bodies of unknown length
+// (streams) are forwarded as they arrive.
+type coalescingBody struct {
+	io.ReadCloser
+}
+
+func (c *coalescingBody) Read(p []byte) (int, error) {
+	want := min(len(p), coalesceBytes)
+	n := 0
+	for n < want {
+		m, err := c.ReadCloser.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // trailerBody copies the client's request trailers into the outgoing
