@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -24,13 +23,7 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		// The proxy path allocates short-lived objects at a high rate while its
-		// live heap is small: collecting at 200% growth instead of 100% cut
-		// CPU per request by about 10% in `make bench-load` for little memory.
-		// GOGC in the environment still wins.
-		debug.SetGCPercent(200)
-	}
+	setGC()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -113,6 +106,9 @@ func runAgent(args []string, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
+	defer stopReclaim()
+	go reclaimWhenIdle(reclaimCtx)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
