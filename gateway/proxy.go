@@ -203,7 +203,20 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 
 func noCancel(error) {}
 
-var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// Response bodies are copied through a 32 KiB buffer, and through a
+// bulkBufSize one once a read fills the small buffer with more to come: for
+// HTTP/2 backends every read sends WINDOW_UPDATE frames and a TLS write, for
+// HTTP/1.1 ones every read is a syscall, so bulk transfers read in large
+// pieces (bytes).
+const (
+	copyBufSize = 32 << 10
+	bulkBufSize = 256 << 10
+)
+
+var (
+	copyBufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	bulkBufPool = sync.Pool{New: func() any { b := make([]byte, bulkBufSize); return &b }}
+)
 
 // copyResponse writes the backend response to w, streaming the body and
 // flushing each chunk so slow or long-lived responses reach the client as
@@ -227,8 +240,8 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
-	bufp := copyBufPool.Get().(*[]byte)
-	defer copyBufPool.Put(bufp)
+	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
+	defer func() { pool.Put(bufp) }()
 	buf := *bufp
 	flusher, _ := w.(http.Flusher)
 	var written int64
@@ -239,13 +252,19 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 				return nil, werr
 			}
 			written += int64(n)
+			more := resp.ContentLength < 0 || written < resp.ContentLength
 			// Flush when the backend paused (a short read: nothing more was
 			// ready), so streams and slow bodies reach the client as they
 			// arrive; while full buffers keep coming, QUIC's own buffering
 			// batches them. The last chunk of a body of known length goes out
 			// with the end of the stream instead (one packet less).
-			if flusher != nil && rerr == nil && n < len(buf) && (resp.ContentLength < 0 || written < resp.ContentLength) {
+			if flusher != nil && rerr == nil && n < len(buf) && more {
 				flusher.Flush()
+			}
+			if n == copyBufSize && pool == &copyBufPool && more && (resp.ContentLength < 0 || resp.ContentLength-written > copyBufSize) {
+				pool.Put(bufp)
+				bufp, pool = bulkBufPool.Get().(*[]byte), &bulkBufPool
+				buf = *bufp
 			}
 		}
 		if rerr == io.EOF {
