@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -272,10 +273,20 @@ upstream "a" {
 		`impulse_requests{code="2xx",listener="main",reason="",upstream="a"} 1`,
 		`impulse_requests{code="4xx",listener="main",reason="no_route",upstream=""} 1`,
 		`impulse_request_duration_count{code="2xx",listener="main",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="+Inf",listener="main",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="10000",listener="main",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="4xx",le="+Inf",listener="main",upstream=""} 1`,
+		`# TYPE impulse_request_duration_sum counter`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	// Every bucket of a histogram exists, cumulative counts never decrease.
+	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",upstream="a"\} (\d+)$`)
+	m := re.FindAllStringSubmatch(body, -1)
+	if len(m) != 14 {
+		t.Fatalf("%d buckets for upstream a, want 14:\n%v", len(m), m)
 	}
 }
 
