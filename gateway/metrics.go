@@ -52,7 +52,6 @@ type gatewayMetrics struct {
 	// go-metrics (every second and before every scrape).
 	requests sync.Map // requestKey → *requestCount
 	flushMu  sync.Mutex
-	flushed  map[durationKey]bool // histograms whose every bucket exists
 }
 
 type requestKey struct{ listener, upstream, code, reason string }
@@ -93,7 +92,7 @@ func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
 		cfg.EnableRuntimeMetrics = false // its collector goroutine would outlive the gateway
 		m, _ = metrics.New(cfg, &metrics.BlackholeSink{})
 	}
-	return &gatewayMetrics{m: m, flushed: map[durationKey]bool{}}
+	return &gatewayMetrics{m: m}
 }
 
 // request counts one request and its duration: two atomic adds. A
@@ -159,16 +158,12 @@ func (gm *gatewayMetrics) flush() {
 	})
 	for k, dd := range deltas {
 		labels := []metrics.Label{{Name: "listener", Value: k.listener}, {Name: "upstream", Value: k.upstream}, {Name: "code", Value: k.code}}
-		// Every bucket is emitted the first time, so each histogram has its
-		// full set of le series; later only the buckets that moved.
-		all := !gm.flushed[k]
-		gm.flushed[k] = true
+		// Every bucket is touched, even by 0, so each histogram has its full
+		// set of le series and they expire together (prometheus_retention).
 		var cum uint64
 		for i, d := range dd.buckets {
 			cum += d
-			if cum > 0 || all {
-				gm.m.IncrCounterWithLabels(metricDurationBucket, float32(cum), append(labels, metrics.Label{Name: "le", Value: durationLabels[i]}))
-			}
+			gm.m.IncrCounterWithLabels(metricDurationBucket, float32(cum), append(labels, metrics.Label{Name: "le", Value: durationLabels[i]}))
 		}
 		gm.m.IncrCounterWithLabels(metricDurationSum, float32(dd.sumUs)/1e3, labels)
 		gm.m.IncrCounterWithLabels(metricDurationCount, float32(cum), labels)
