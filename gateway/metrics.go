@@ -37,7 +37,7 @@ var (
 	}
 	// SummaryDefinitions is empty: the request duration is a histogram.
 	SummaryDefinitions []prometheus.SummaryDefinition
-	GaugeDefinitions = []prometheus.GaugeDefinition{
+	GaugeDefinitions   = []prometheus.GaugeDefinition{
 		{Name: metricQUICConns, Help: "Active QUIC connections per listener."},
 		{Name: metricInFlight, Help: "Requests in flight to the backends of an upstream, sampled every second."},
 		{Name: metricEligible, Help: "Backends of an upstream that may receive traffic now, sampled every second."},
