@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load benchmark of impulse-agent (issue 5), behind `make bench-load`.
+# Load benchmark of impulse-agent (issue 5), behind `make bench`.
 #
 # On loopback, in one run, side by side: the backend direct (HTTP/1.1), a
 # bare quic-go HTTP/3 server (the ceiling), impulse-agent -> HTTP/1.1

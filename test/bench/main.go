@@ -1,6 +1,6 @@
 // Command bench is the end-to-end load tool of impulse-agent: a load
 // generator for HTTP/3, HTTP/2 and HTTP/1.1, the servers it measures
-// against, and the harness behind `make bench-load`.
+// against, and the harness behind `make bench`.
 //
 //	go run ./test/bench load    [flags] URL   closed-loop load: req/s, latency, errors, server CPU/request
 //	go run ./test/bench backend [flags]       test backend: HTTP/1.1 and HTTP/2 over TLS
@@ -34,7 +34,7 @@ Commands:
   backend  test backend: cleartext HTTP/1.1 and HTTP/2 over TLS
   bare     bare quic-go HTTP/3 server answering the benchmark paths
   idle     open N idle HTTP/3 connections and hold them
-  run      the full comparison behind 'make bench-load'
+  run      the full comparison behind 'make bench'
 
 'bench COMMAND -h' lists the flags of a command.
 `
