@@ -97,8 +97,8 @@ func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
 
 // request counts one request and its duration: two atomic adds. A
 // go-metrics summary here (a label filter, a key build and a locked
-// quantile stream per request) was about 10% of the agent's CPU per small
-// GET.
+// quantile stream per request) cost 1.5 µs and 10 allocations per request
+// (BenchmarkHandlerPrometheus).
 func (gm *gatewayMetrics) request(listener, upstream string, status int, reason string, d time.Duration) {
 	key := requestKey{listener, upstream, statusClass(status), reason}
 	c, ok := gm.requests.Load(key)
