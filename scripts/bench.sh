@@ -14,6 +14,7 @@
 #   IDLE_N=1000      idle connections of the memory test
 #   LARGE_SIZE=N     bytes per large transfer (default 1 GiB)
 #   SECTIONS=...     matrix,memory,large (default all three)
+#   SHAPES=...       matrix payloads: small,down,up (default all three)
 #   PERF=5s          also profile the agent with perf under the small GET
 #   CADDY=none       skip Caddy; CADDY=/path/to/caddy uses that binary
 #   AGENT=/path      use this impulse-agent binary instead of building ./cmd/impulse-agent
@@ -78,6 +79,7 @@ args=(-agent "$agent")
 [ -n "${IDLE_N:-}" ] && args+=(-idle-n "$IDLE_N")
 [ -n "${LARGE_SIZE:-}" ] && args+=(-large-size "$LARGE_SIZE")
 [ -n "${SECTIONS:-}" ] && args+=(-sections "$SECTIONS")
+[ -n "${SHAPES:-}" ] && args+=(-shapes "$SHAPES")
 [ -n "${PERF:-}" ] && args+=(-perf "$PERF")
 [ -n "${CADDY:-}" ] && args+=(-caddy "$CADDY")
 # shellcheck disable=SC2206 # BENCH_ARGS is split on purpose

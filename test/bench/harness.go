@@ -30,6 +30,7 @@ type harnessOpts struct {
 	largeSize  int64
 	largeRuns  int
 	sections   string
+	shapes     string
 	perf       time.Duration
 	noise      float64
 	pin        bool
@@ -37,9 +38,12 @@ type harnessOpts struct {
 }
 
 // has reports whether section is enabled.
-func (o *harnessOpts) has(section string) bool {
-	for s := range strings.SplitSeq(o.sections, ",") {
-		if strings.TrimSpace(s) == section {
+func (o *harnessOpts) has(section string) bool { return listHas(o.sections, section) }
+
+// listHas reports whether the comma-separated list contains item.
+func listHas(list, item string) bool {
+	for s := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(s) == item {
 			return true
 		}
 	}
@@ -64,6 +68,7 @@ func runHarness(args []string) error {
 	fs.Int64Var(&o.largeSize, "large-size", 1<<30, "bytes per large transfer")
 	fs.IntVar(&o.largeRuns, "large-runs", 3, "alternating runs of each large transfer")
 	fs.StringVar(&o.sections, "sections", "matrix,memory,large", "comma-separated: matrix, memory, large (\"none\" with -perf: only the profile)")
+	fs.StringVar(&o.shapes, "shapes", "small,down,up", "comma-separated matrix payloads: small (64 B GET), down (1 MiB download), up (1 MiB upload)")
 	fs.DurationVar(&o.perf, "perf", 0, "also profile the agent under small-GET load with perf for this long (0: no)")
 	fs.Float64Var(&o.noise, "noise", 0.15, "relative gap below which a comparison is noise")
 	fs.BoolVar(&o.pin, "pin", true, "pin the server under test to CPU 0 and the rest to CPU 1 (needs taskset and 2 CPUs)")

@@ -147,6 +147,9 @@ func (e *env) runMatrix(servers []*server, o *harnessOpts, v *verdicts) {
 	fmt.Printf("in progress at its ends count in part; their warm-up is %s. Latency is over completed requests.\n", o.warmupBulk)
 	fmt.Println()
 	for _, sh := range matrixShapes() {
+		if !listHas(o.shapes, sh.key) {
+			continue
+		}
 		results := map[string][]Result{}
 		for r := range o.runs {
 			for i := range servers {
@@ -213,6 +216,11 @@ func (v *verdicts) matrix(sh shape, sums map[string]summary) {
 	}
 	if okH1 && okCaddy {
 		v.add("req/s agent→h1 ÷ Caddy", short, ratio(h1.rps, caddy.rps), 2.0, false, fmtRatio)
+		// The bare server is the ceiling of every proxy on this rig: when
+		// twice Caddy's req/s is beyond it, no proxy could meet the goal.
+		if last := &v.rows[len(v.rows)-1]; okBare && last.result != "met" && 2*caddy.rps > bare.rps {
+			last.result = fmt.Sprintf("unreachable: 2× Caddy = %s bare", fmtRatio(ratio(2*caddy.rps, bare.rps)))
+		}
 		v.add("p99 agent→h1 ÷ Caddy", short, ratio(h1.p99, caddy.p99), 1.0, true, fmtRatio)
 	}
 }

@@ -56,3 +56,23 @@ func TestSummarizeRuns(t *testing.T) {
 		t.Errorf("summarize = %+v", s)
 	}
 }
+
+func TestVerdictBeyondCeiling(t *testing.T) {
+	sh := shape{key: "up", conns: 1, streams: 50}
+	tests := []struct {
+		name               string
+		bare, agent, caddy float64
+		want               string
+	}{
+		{"met", 400, 300, 140, "met"},
+		{"missed below the ceiling", 400, 200, 150, "missed"},
+		{"missed above the ceiling", 400, 315, 207, "unreachable: 2× Caddy = 1.03× bare"},
+	}
+	for _, tt := range tests {
+		v := &verdicts{noise: 0.15}
+		v.matrix(sh, map[string]summary{keyBare: {rps: tt.bare}, keyAgentH1: {rps: tt.agent}, keyCaddy: {rps: tt.caddy}})
+		if got := v.rows[0].result; got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
