@@ -47,6 +47,11 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 		h[k] = v
 	}
 	removeHopHeaders(h)
+	if _, ok := h["User-Agent"]; !ok {
+		// An empty value stops net/http and x/net/http2 from sending their
+		// own ("Go-http-client/1.1"): a proxy forwards the client's, or none.
+		h["User-Agent"] = emptyValue
+	}
 	u := &url.URL{Scheme: b.Scheme, Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	out := (&http.Request{
 		Method: r.Method, URL: u, Header: h, Host: r.Host,
@@ -91,6 +96,8 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 	}
 	return out
 }
+
+var emptyValue = []string{""}
 
 // noChunkedBody are the methods for which net/http will not send an
 // unknown-length body chunked without probing it first (transfer.go).

@@ -91,6 +91,7 @@ func TestForwardHeaders(t *testing.T) {
 			req, _ := http.NewRequest("GET", h.base+"/p/a%2Fb?q=1&r=2", nil)
 			req.Host = "app.example.com"
 			req.Header.Set("X-Forwarded-For", "203.0.113.9")
+			req.Header["User-Agent"] = []string{""} // quic-go then sends none
 			resp, err := h.client.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -111,6 +112,9 @@ func TestForwardHeaders(t *testing.T) {
 			}
 			if xff := got.Header.Get("X-Forwarded-For"); xff != "203.0.113.9, 127.0.0.1" {
 				t.Errorf("X-Forwarded-For = %q", xff)
+			}
+			if ua, ok := got.Header["User-Agent"]; ok {
+				t.Errorf("backend got User-Agent %q, the client sent none", ua)
 			}
 			if got.Header.Get("X-Forwarded-Proto") != "https" {
 				t.Errorf("X-Forwarded-Proto = %q", got.Header.Get("X-Forwarded-Proto"))
