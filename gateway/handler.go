@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -47,9 +50,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	b.Acquire()
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	resp, ctx, cancel, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
+	resp, ctx, cancel, body, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
 	defer cancel(nil)
 	if err != nil {
+		if f := body.failed(); f != bodyOK {
+			rec.clientBodyFailed(w, up, b, f, false)
+			return
+		}
 		status, reason := transport.Classify(ctx, err)
 		if status != transport.StatusClientClosed {
 			outcome, failReason = health.Failure, reason
@@ -61,6 +68,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	defer resp.Body.Close()
 	backendErr, clientErr := copyResponse(w, resp)
 	switch {
+	case backendErr != nil && body.failed() != bodyOK:
+		// The backend answered early, then the connection broke on the
+		// client's bad body: not the backend's failure.
+		rec.clientBodyFailed(w, up, b, body.failed(), true)
 	case backendErr != nil && r.Context().Err() == nil:
 		outcome, failReason = health.Failure, transport.ReasonBodyFailed
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
@@ -84,6 +95,30 @@ type recorder struct {
 	listener string
 	r        *http.Request
 	start    time.Time
+}
+
+// clientBodyFailed ends a request whose body the client did not deliver,
+// without blaming the backend. An incomplete body (the stream ended before
+// Content-Length) makes the request malformed: a stream error of type
+// H3_MESSAGE_ERROR (RFC 9114 §4.1.2), or a reset if the response had
+// started; a canceled one is recorded as 499.
+func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, failure int32, started bool) {
+	if failure != bodyIncomplete {
+		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+		if started {
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	rec.record(up, b, http.StatusBadRequest, transport.ReasonClientBodyIncomplete)
+	if hs, ok := w.(http3.HTTPStreamer); ok && !started {
+		if str, err := hs.HTTPStream(); err == nil {
+			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeMessageError))
+			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeMessageError))
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // finish answers with a gateway-produced error and records it.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
@@ -38,10 +40,11 @@ func removeHopHeaders(h http.Header) {
 }
 
 // outgoing builds the backend request: same method, path, query and
-// authority; hop-by-hop fields removed; X-Forwarded-* set; body streamed.
-// Header values are shared with r, not copied (neither side modifies them):
-// this is the hot path.
-func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.Request {
+// authority; hop-by-hop fields removed; X-Forwarded-* set; body streamed
+// through the returned watchedBody (nil when there is no body). Header
+// values are shared with r, not copied (neither side modifies them): this
+// is the hot path.
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.Request, *watchedBody) {
 	h := make(http.Header, len(r.Header)+3)
 	for k, v := range r.Header {
 		h[k] = v
@@ -94,7 +97,47 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) *http.R
 	if r.Host != "" {
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
-	return out
+	var wb *watchedBody
+	if out.Body != nil {
+		wb = &watchedBody{ReadCloser: out.Body}
+		out.Body = wb
+	}
+	return out, wb
+}
+
+// How reading the client's request body failed, as watchedBody records it.
+const (
+	bodyOK         int32 = iota
+	bodyIncomplete       // the stream ended before Content-Length: malformed (RFC 9114 §4.1.2)
+	bodyCanceled         // the client reset the stream or went away
+)
+
+// watchedBody records how reading the client's request body failed, so that
+// the transport's resulting error is not blamed on the backend (a 502 and a
+// passive-health failure for what a client did).
+type watchedBody struct {
+	io.ReadCloser
+	failure atomic.Int32
+}
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	n, err := w.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		kind := bodyCanceled
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			kind = bodyIncomplete
+		}
+		w.failure.CompareAndSwap(bodyOK, kind)
+	}
+	return n, err
+}
+
+// failed is bodyOK, bodyIncomplete or bodyCanceled; a nil w (no body) is OK.
+func (w *watchedBody) failed() int32 {
+	if w == nil {
+		return bodyOK
+	}
+	return w.failure.Load()
 }
 
 var emptyValue = []string{""}
@@ -138,30 +181,44 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 	return p.ReadCloser.Read(b)
 }
 
-// coalesceBytes is the least a read of a request body of known length
-// returns before the end of the body (bytes).
-const coalesceBytes = 32 << 10
+// Request bodies of known length are forwarded in chunks of coalesceBytes,
+// unless reading one takes longer than coalesceWindow or a read has to wait
+// more than coalesceWait for the client.
+const (
+	coalesceBytes  = 32 << 10
+	coalesceWindow = 10 * time.Millisecond
+	coalesceWait   = 2 * time.Millisecond
+)
 
-// coalescingBody forwards a request body of known length in chunks of at
-// least coalesceBytes (or what remains). An HTTP/3 stream read returns what
-// has arrived, often one or two QUIC packets when many uploads share a
-// connection; written one by one, those cost a syscall per ~4 KiB, which was
-// 46% of the agent's CPU under concurrent 1 MiB uploads. The client has
-// committed to every byte of a declared length, so waiting for a fuller
-// chunk only delays the backend, never starves it; bodies of unknown length
-// (streams) are forwarded as they arrive.
+// coalescingBody forwards a request body of known length in chunks of up to
+// coalesceBytes. An HTTP/3 stream read returns what has arrived, often one or
+// two QUIC packets when many uploads share a connection; written one by one,
+// those cost a syscall per ~4 KiB, which was 46% of the agent's CPU under
+// concurrent 1 MiB uploads. A chunk is passed on once it is full, once
+// coalesceWindow has passed since its first bytes, or after a read that
+// waited longer than coalesceWait (the client paused): bytes are held at
+// most coalesceWindow plus one pause of the client. Bodies of unknown
+// length (streams) are forwarded as they arrive.
 type coalescingBody struct {
 	io.ReadCloser
 }
 
 func (c *coalescingBody) Read(p []byte) (int, error) {
 	want := min(len(p), coalesceBytes)
-	n := 0
+	n, err := c.ReadCloser.Read(p)
+	if err != nil || n >= want {
+		return n, err
+	}
+	first := time.Now()
 	for n < want {
+		before := time.Now()
 		m, err := c.ReadCloser.Read(p[n:])
 		n += m
 		if err != nil {
 			return n, err
+		}
+		if now := time.Now(); now.Sub(before) > coalesceWait || now.Sub(first) > coalesceWindow {
+			break
 		}
 	}
 	return n, nil
@@ -191,13 +248,15 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 // backends (no per-request timer here), by a timer that cancels the request
 // context for HTTP/2 ones. The returned context carries the cause when that
 // timer fired; the caller must call cancel once the response body is done.
-func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+// The watchedBody (nil without a body) tells whether the client's body failed.
+func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, *watchedBody, error) {
 	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
-		resp, err := b.Transport.RoundTrip(outgoing(r.Context(), r, b))
-		return resp, r.Context(), noCancel, err
+		out, body := outgoing(r.Context(), r, b)
+		resp, err := b.Transport.RoundTrip(out)
+		return resp, r.Context(), noCancel, body, err
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	out := outgoing(ctx, r, b)
+	out, body := outgoing(ctx, r, b)
 	timer := time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
 	resp, err := b.Transport.RoundTrip(out)
 	if !timer.Stop() && err == nil {
@@ -205,7 +264,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 		resp.Body.Close()
 		resp, err = nil, transport.ErrResponseHeaderTimeout
 	}
-	return resp, ctx, cancel, err
+	return resp, ctx, cancel, body, err
 }
 
 func noCancel(error) {}

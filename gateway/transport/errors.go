@@ -17,12 +17,15 @@ const (
 	ReasonReset           = "backend_reset"           // 502: connection lost before a response
 	ReasonResponseTimeout = "response_header_timeout" // 504: no response headers in time
 	ReasonClientCanceled  = "client_canceled"         // 499: the client went away first
-	ReasonNoRoute         = "no_route"                // 404
-	ReasonNoBackend       = "no_healthy_backend"      // 503
-	ReasonPending         = "discovery_pending"       // 503: discovery has not answered yet
-	ReasonBodyFailed      = "backend_body_failed"     // stream reset after the response started
-	ReasonNotImplemented  = "method_not_supported"    // 501
-	StatusClientClosed    = 499                       // logged, never sent
+	// ReasonClientBodyIncomplete: the request stream ended before its
+	// Content-Length; answered with a stream error (RFC 9114 §4.1.2).
+	ReasonClientBodyIncomplete = "client_body_incomplete"
+	ReasonNoRoute              = "no_route"             // 404
+	ReasonNoBackend            = "no_healthy_backend"   // 503
+	ReasonPending              = "discovery_pending"    // 503: discovery has not answered yet
+	ReasonBodyFailed           = "backend_body_failed"  // stream reset after the response started
+	ReasonNotImplemented       = "method_not_supported" // 501
+	StatusClientClosed         = 499                    // logged, never sent
 )
 
 // ErrResponseHeaderTimeout is the cancellation cause the gateway sets when a
