@@ -38,7 +38,7 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	retention := t.PrometheusRetention
 	if retention <= 0 {
-		retention = 60 * time.Second
+		retention = hcl.DefaultPrometheusRetention
 	}
 	opts := gmprom.PrometheusOpts{Expiration: retention, Registerer: reg}
 	gauges := append(append([]gmprom.GaugeDefinition(nil), gateway.GaugeDefinitions...), discovery.Gauges...)

@@ -31,10 +31,10 @@ var (
 	CounterDefinitions = []prometheus.CounterDefinition{
 		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
-		{Name: metricDurationBucket, Help: "Request duration histogram: requests that took at most le milliseconds (cumulative), from request headers to the end of the response, by listener, upstream and status class."},
-		{Name: metricDurationSum, Help: "Request duration histogram: total milliseconds."},
-		{Name: metricDurationCount, Help: "Request duration histogram: requests observed."},
 	}
+	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
+	// has no definition: go-metrics would add an unlabelled zero series, a
+	// bucket without le that histogram_quantile() cannot place.
 	// SummaryDefinitions is empty: the request duration is a histogram.
 	SummaryDefinitions []prometheus.SummaryDefinition
 	GaugeDefinitions   = []prometheus.GaugeDefinition{
@@ -75,7 +75,19 @@ var durationLabels = func() (l [len(durationBounds) + 1]string) {
 type requestCount struct {
 	buckets, flushedBuckets [len(durationBounds) + 1]atomic.Uint64
 	sumUs, flushedSumUs     atomic.Uint64
+	touched                 time.Time // last handed to go-metrics; flushMu guards it
 }
+
+// touchEvery is how often flush re-emits (by 0) the series of label sets
+// without traffic whose upstream still exists. go-metrics' Prometheus sink
+// drops a series not updated for telemetry.prometheus_retention (default
+// 60 s); a counter that vanishes and comes back at 1 breaks rate() and
+// increase() for rare events such as an occasional 5xx. Series of removed
+// upstreams still expire, and their entries are dropped after forgetAfter.
+const (
+	touchEvery  = 10 * time.Second
+	forgetAfter = time.Hour
+)
 
 // durationKey labels the duration histogram: reason is left out.
 type durationKey struct{ listener, upstream, code string }
@@ -118,15 +130,18 @@ func (gm *gatewayMetrics) request(listener, upstream string, status int, reason 
 // flush adds the request counts and durations since the last flush to
 // go-metrics: impulse_requests per requestKey, and per durationKey the
 // cumulative impulse_request_duration_bucket{le} counters with _sum (ms)
-// and _count, the Prometheus histogram convention.
-func (gm *gatewayMetrics) flush() {
+// and _count, the Prometheus histogram convention. Label sets without
+// traffic are re-emitted every touchEvery while live(upstream) holds (the
+// empty upstream, requests with no route, always does).
+func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) {
 	gm.flushMu.Lock()
 	defer gm.flushMu.Unlock()
 	deltas := map[durationKey]*durationDelta{}
 	gm.requests.Range(func(k, v any) bool {
 		key, c := k.(requestKey), v.(*requestCount)
+		dk := durationKey{key.listener, key.upstream, key.code}
 		var n uint64
-		var dd *durationDelta
+		dd := deltas[dk]
 		for i := range c.buckets {
 			b := c.buckets[i].Load()
 			d := b - c.flushedBuckets[i].Load()
@@ -136,20 +151,30 @@ func (gm *gatewayMetrics) flush() {
 			c.flushedBuckets[i].Store(b)
 			n += d
 			if dd == nil {
-				dk := durationKey{key.listener, key.upstream, key.code}
-				if dd = deltas[dk]; dd == nil {
-					dd = &durationDelta{}
-					deltas[dk] = dd
-				}
+				dd = &durationDelta{}
+				deltas[dk] = dd
 			}
 			dd.buckets[i] += d
 		}
 		if n == 0 {
-			return true
+			switch {
+			case key.upstream != "" && !live(key.upstream):
+				if now.Sub(c.touched) > forgetAfter {
+					gm.requests.Delete(k)
+				}
+				return true
+			case now.Sub(c.touched) < touchEvery:
+				return true
+			}
+			if dd == nil {
+				deltas[dk] = &durationDelta{} // touch the histogram too
+			}
+		} else {
+			sum := c.sumUs.Load()
+			dd.sumUs += sum - c.flushedSumUs.Load()
+			c.flushedSumUs.Store(sum)
 		}
-		sum := c.sumUs.Load()
-		dd.sumUs += sum - c.flushedSumUs.Load()
-		c.flushedSumUs.Store(sum)
+		c.touched = now
 		gm.m.IncrCounterWithLabels(metricRequests, float32(n), []metrics.Label{
 			{Name: "listener", Value: key.listener}, {Name: "upstream", Value: key.upstream},
 			{Name: "code", Value: key.code}, {Name: "reason", Value: key.reason},
@@ -179,10 +204,25 @@ func (gm *gatewayMetrics) connDelta(listener string, d int64) {
 	gm.m.SetGaugeWithLabels(metricQUICConns, float32(n), []metrics.Label{{Name: "listener", Value: listener}})
 }
 
+// sampleConns re-sets the connection gauges, so that a listener whose
+// connections do not change keeps its series (see touchEvery).
+func (gm *gatewayMetrics) sampleConns() {
+	gm.conns.Range(func(k, v any) bool {
+		gm.m.SetGaugeWithLabels(metricQUICConns, float32(v.(*atomic.Int64).Load()), []metrics.Label{{Name: "listener", Value: k.(string)}})
+		return true
+	})
+}
+
 // FlushMetrics hands counters aggregated on the request path to go-metrics
 // at once; the agent calls it before serving a scrape. They are also flushed
 // every second.
-func (g *Gateway) FlushMetrics() { g.metrics.flush() }
+func (g *Gateway) FlushMetrics() { g.metrics.flush(time.Now(), g.liveUpstream) }
+
+// liveUpstream reports whether the current route table has the upstream.
+func (g *Gateway) liveUpstream(name string) bool {
+	_, ok := g.table.Load().upstreams[name]
+	return ok
+}
 
 // sampleUpstreams sets the per-upstream gauges every interval until ctx is
 // done. Sampling keeps gauge updates off the request path.
@@ -195,7 +235,8 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		g.metrics.flush()
+		g.metrics.flush(time.Now(), g.liveUpstream)
+		g.metrics.sampleConns()
 		for name, u := range g.table.Load().upstreams {
 			var inFlight int64
 			eligible := 0

@@ -56,8 +56,11 @@ const (
 	// DefaultControlAddress is control.address when absent.
 	DefaultControlAddress = "127.0.0.1:9901"
 
-	// DefaultPrometheusRetention is telemetry.prometheus_retention when absent.
-	DefaultPrometheusRetention = 60 * time.Second
+	// DefaultPrometheusRetention is telemetry.prometheus_retention when absent:
+	// 24h, Vault's default for prometheus_retention_time. go-metrics drops a
+	// series not updated for that long; a minute lost gauges updated once per
+	// blocking query (consul.wait, 5m by default) and counters of rare events.
+	DefaultPrometheusRetention = 24 * time.Hour
 	// DefaultDisableHostname is telemetry.disable_hostname when absent.
 	DefaultDisableHostname = true
 
@@ -221,10 +224,10 @@ type Control struct {
 
 // Telemetry is the telemetry block.
 type Telemetry struct {
-	// PrometheusRetention is how long Prometheus keeps a metric after its last
-	// update (default 60s; > 0).
+	// PrometheusRetention is how long the Prometheus endpoint keeps a series
+	// after its last update (default 24h; > 0).
 	PrometheusRetention time.Duration
-	// StatsdAddress is host:port of a statsd sink; not yet supported (warning).
+	// StatsdAddress is host:port of a statsd sink (UDP).
 	StatsdAddress string
 	// DogstatsdAddress is host:port of a DogStatsD sink; not yet supported (warning).
 	DogstatsdAddress string

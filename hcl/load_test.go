@@ -63,7 +63,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Control != (Control{Address: "127.0.0.1:9901"}) {
 		t.Errorf("Control = %+v", cfg.Control)
 	}
-	if cfg.Telemetry != (Telemetry{PrometheusRetention: time.Minute, DisableHostname: true}) {
+	if cfg.Telemetry != (Telemetry{PrometheusRetention: 24 * time.Hour, DisableHostname: true}) {
 		t.Errorf("Telemetry = %+v", cfg.Telemetry)
 	}
 	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Protocol != "http3" {

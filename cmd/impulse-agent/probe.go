@@ -163,8 +163,8 @@ func parseProbeFlags(args []string, stderr io.Writer) (*probeOptions, int) {
 		}
 		o.headers.Add(name, value)
 	}
-	if o.headers.Get("User-Agent") == "" {
-		o.headers.Set("User-Agent", probeUserAgent)
+	if _, set := o.headers["User-Agent"]; !set {
+		o.headers.Set("User-Agent", probeUserAgent) // -H 'User-Agent:' sends none
 	}
 	if o.hasData {
 		if o.data == "@-" && o.count > 1 {
