@@ -118,7 +118,7 @@ func TestSlowRequestBodyIsNotHeldBack(t *testing.T) {
 	close(got)
 	i := 0
 	for at := range got {
-		// One pause (100 ms) plus the window is the bound; allow scheduling slack.
+		// The window (20 ms) plus one pause (100 ms) is the bound; allow scheduling slack.
 		if lag := at.Sub(sent[i]); lag > 350*time.Millisecond {
 			t.Errorf("piece %d reached the backend %v after it was sent", i, lag)
 		}
