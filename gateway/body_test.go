@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
 // chunkReader returns its data in fixed-size pieces, then err.
@@ -32,28 +33,30 @@ func TestCoalescingBody(t *testing.T) {
 		chunk   int
 		readBuf int
 		err     error
-		reads   []int // sizes returned, in order; the last with lastErr
+		reads   []int // sizes returned before the final error
 		lastErr error
 	}{
-		{"small body in one read", 100, 40, 32 << 10, io.EOF, []int{100}, io.EOF},
 		{"packets coalesced to 32 KiB", 80 << 10, 1200, 32 << 10, io.EOF, []int{32 << 10, 32 << 10, 16 << 10}, io.EOF},
-		{"large buffer still returns at 32 KiB or more", 100 << 10, 1200, 64 << 10, io.EOF, []int{33600, 33600, 33600, 1600}, io.EOF},
-		{"short buffer is filled", 10 << 10, 1000, 4 << 10, io.EOF, []int{4096, 4096, 2048}, io.EOF},
-		{"error mid-body returned with the bytes read", 5000, 1200, 32 << 10, boom, []int{5000}, boom},
+		{"a short buffer is filled", 10 << 10, 1000, 4 << 10, io.EOF, []int{4096, 4096, 2048}, io.EOF},
+		{"an error mid-body comes after the bytes read", 5000, 1200, 32 << 10, boom, []int{5000}, boom},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &coalescingBody{ReadCloser: &chunkReader{data: make([]byte, tt.size), chunk: tt.chunk, err: tt.err}}
+			b := newCoalescingBody(&chunkReader{data: make([]byte, tt.size), chunk: tt.chunk, err: tt.err})
+			defer b.Close()
 			buf := make([]byte, tt.readBuf)
 			var got []int
-			var err error
-			for err == nil {
-				var n int
-				n, err = b.Read(buf)
-				got = append(got, n)
-			}
-			if !errors.Is(err, tt.lastErr) {
-				t.Fatalf("last error %v, want %v", err, tt.lastErr)
+			for {
+				n, err := b.Read(buf)
+				if n > 0 {
+					got = append(got, n)
+				}
+				if err != nil {
+					if !errors.Is(err, tt.lastErr) {
+						t.Fatalf("last error %v, want %v", err, tt.lastErr)
+					}
+					break
+				}
 			}
 			if len(got) != len(tt.reads) {
 				t.Fatalf("reads %v, want %v", got, tt.reads)
@@ -64,5 +67,81 @@ func TestCoalescingBody(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCoalescingBodyLargeBuffer: with a buffer over 32 KiB every read but
+// the last still carries at least 32 KiB (as much as is buffered).
+func TestCoalescingBodyLargeBuffer(t *testing.T) {
+	const size = 300 << 10
+	b := newCoalescingBody(&chunkReader{data: make([]byte, size), chunk: 1200, err: io.EOF})
+	defer b.Close()
+	buf := make([]byte, 64<<10)
+	var got []int
+	total := 0
+	for {
+		n, err := b.Read(buf)
+		if n > 0 {
+			got = append(got, n)
+			total += n
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if total != size {
+		t.Fatalf("%d bytes, want %d", total, size)
+	}
+	for i, n := range got[:len(got)-1] {
+		if n < coalesceBytes {
+			t.Fatalf("read %d of %v was %d bytes", i, got, n)
+		}
+	}
+}
+
+// stallReader returns one piece, then blocks until closed.
+type stallReader struct {
+	piece  []byte
+	closed chan struct{}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if len(s.piece) > 0 {
+		n := copy(p, s.piece)
+		s.piece = s.piece[n:]
+		return n, nil
+	}
+	<-s.closed
+	return 0, errors.New("closed")
+}
+
+func (s *stallReader) Close() error { close(s.closed); return nil }
+
+// TestCoalescingBodyWindow: bytes of a client that pauses are passed on
+// after the window even though the client's read is still blocked, and
+// Close unblocks a Read and the reader goroutine (goleak checks the latter).
+func TestCoalescingBodyWindow(t *testing.T) {
+	b := newCoalescingBody(&stallReader{piece: make([]byte, 1024), closed: make(chan struct{})})
+	start := time.Now()
+	n, err := b.Read(make([]byte, 32<<10))
+	if n != 1024 || err != nil {
+		t.Fatalf("Read = %d, %v; want the 1024 bytes sent", n, err)
+	}
+	if d := time.Since(start); d < coalesceWindow || d > 10*coalesceWindow {
+		t.Errorf("bytes held %v, want about the %v window", d, coalesceWindow)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := b.Read(make([]byte, 32<<10)); done <- err }()
+	b.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Read after Close returned no error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock Read")
 	}
 }

@@ -64,8 +64,8 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	switch {
 	case r.ContentLength == 0:
 		out.Body = nil
-	case r.ContentLength > 0:
-		out.Body = &coalescingBody{ReadCloser: r.Body}
+	case r.ContentLength > coalesceBytes:
+		out.Body = newCoalescingBody(r.Body)
 	case r.ContentLength < 0 && noChunkedBody[r.Method]:
 		// HTTP/3 gives no length when the client sent no Content-Length.
 		// For these methods net/http would probe the body in a goroutine
@@ -179,44 +179,6 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return p.ReadCloser.Read(b)
-}
-
-// Request bodies of known length are forwarded in chunks of up to
-// coalesceBytes, each passed on once full or, checked as reads return, once
-// coalesceWindow has passed since its first bytes.
-const (
-	coalesceBytes  = 32 << 10
-	coalesceWindow = 20 * time.Millisecond
-)
-
-// coalescingBody forwards a request body of known length in chunks of up to
-// coalesceBytes. An HTTP/3 stream read returns what has arrived, often one or
-// two QUIC packets when many uploads share a connection; written one by one,
-// those cost a syscall per ~4 KiB, which was 46% of the agent's CPU under
-// concurrent 1 MiB uploads. Bytes are held at most coalesceWindow plus one
-// pause of the client (the read that was waiting when the window ran out).
-// A 2 ms pause limit on top cost 10-20% more CPU on 50 connections × 1
-// upload, where a loaded client's packets often arrive further apart.
-// Bodies of unknown length (streams) are forwarded as they arrive.
-type coalescingBody struct {
-	io.ReadCloser
-}
-
-func (c *coalescingBody) Read(p []byte) (int, error) {
-	want := min(len(p), coalesceBytes)
-	n, err := c.ReadCloser.Read(p)
-	if err != nil || n >= want {
-		return n, err
-	}
-	first := time.Now()
-	for n < want && time.Since(first) <= coalesceWindow {
-		m, err := c.ReadCloser.Read(p[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // trailerBody copies the client's request trailers into the outgoing
