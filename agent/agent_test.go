@@ -282,6 +282,11 @@ upstream "a" {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n"} {
+		if strings.Contains(body, unlabelled) {
+			t.Errorf("metrics carry the unlabelled default series%q", unlabelled)
+		}
+	}
 	// Every bucket of a histogram exists, cumulative counts never decrease.
 	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",upstream="a"\} (\d+)$`)
 	m := re.FindAllStringSubmatch(body, -1)

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-metrics"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
@@ -77,7 +79,35 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: metrics: %w", err)
 	}
-	return &telemetry{metrics: m, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil
+	return &telemetry{metrics: m, handler: promhttp.HandlerFor(labelledOnly{reg}, promhttp.HandlerOpts{})}, nil
+}
+
+// labelledOnly drops the unlabelled series go-metrics' Prometheus sink adds
+// for every metric definition (value 0, never updated) from the impulse_
+// families, all of which carry labels: beside the real series it would read
+// as a zero-valued upstream, e.g. impulse_upstream_backends_eligible 0 firing
+// an "== 0" alert for ever.
+type labelledOnly struct{ prometheus.Gatherer }
+
+func (g labelledOnly) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g.Gatherer.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), metricsPrefix+"_") {
+			ms := mf.Metric[:0]
+			for _, m := range mf.Metric {
+				if len(m.Label) > 0 {
+					ms = append(ms, m)
+				}
+			}
+			if len(ms) == 0 {
+				continue
+			}
+			mf.Metric = ms
+		}
+		out = append(out, mf)
+	}
+	return out, err
 }
 
 func prefixed(name []string) []string { return append([]string{metricsPrefix}, name...) }
