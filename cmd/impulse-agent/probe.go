@@ -286,6 +286,9 @@ func printHeaders(w io.Writer, prefix string, h http.Header) {
 	byLower := func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) }
 	for _, k := range slices.SortedFunc(maps.Keys(h), byLower) {
 		for _, v := range h[k] {
+			if prefix == ">" && v == "" && strings.EqualFold(k, "User-Agent") {
+				continue // quic-go sends no User-Agent for an empty one
+			}
 			fmt.Fprintf(w, "%s %s: %s\n", prefix, strings.ToLower(k), v)
 		}
 	}
