@@ -249,8 +249,8 @@ upstream "a" {
 		t.Fatalf("/v1/ready: %d %s", code, body)
 	}
 	code, body = r.control("GET", "/metrics", "s3cret")
-	if code != 200 || !strings.Contains(body, "impulse_quic_connections") {
-		t.Fatalf("/metrics: %d", code)
+	if code != 200 || !strings.Contains(body, `impulse_quic_connections{listener="main"} 0`) {
+		t.Fatalf("/metrics: %d, no impulse_quic_connections{listener=\"main\"} 0:\n%s", code, body)
 	}
 }
 

@@ -39,6 +39,7 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	}
 	l := &listener{name: lc.Name, addr: lc.Address, conn: conn, done: make(chan struct{})}
 	l.tls.Store(lc.TLS)
+	g.metrics.connDelta(lc.Name, 0) // the listener's series exists from the start
 	// Certificates can change on reload without rebinding: each handshake
 	// reads the current configuration.
 	base := &tls.Config{
