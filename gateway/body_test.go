@@ -145,3 +145,22 @@ func TestCoalescingBodyWindow(t *testing.T) {
 		t.Fatal("Close did not unblock Read")
 	}
 }
+
+// TestWatchedBodyBlamesOnlyTheClient: a read failing because the transport
+// closed the body (its backend connection broke) is not a client failure;
+// an incomplete body is.
+func TestWatchedBodyBlamesOnlyTheClient(t *testing.T) {
+	w := &watchedBody{ReadCloser: &stallReader{closed: make(chan struct{})}}
+	done := make(chan struct{})
+	go func() { w.Read(make([]byte, 10)); close(done) }()
+	w.Close()
+	<-done
+	if f := w.failed(); f != bodyOK {
+		t.Errorf("after the transport's Close: failure %d, want none", f)
+	}
+	short := &watchedBody{ReadCloser: io.NopCloser(&chunkReader{data: make([]byte, 5), chunk: 5, err: io.ErrUnexpectedEOF})}
+	io.ReadAll(short)
+	if f := short.failed(); f != bodyIncomplete {
+		t.Errorf("short body: failure %d, want bodyIncomplete", f)
+	}
+}

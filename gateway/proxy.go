@@ -118,11 +118,12 @@ const (
 type watchedBody struct {
 	io.ReadCloser
 	failure atomic.Int32
+	closed  atomic.Bool // the transport closed the body: later errors are its own
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && !w.closed.Load() {
 		kind := bodyCanceled
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			kind = bodyIncomplete
@@ -130,6 +131,13 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 		w.failure.CompareAndSwap(bodyOK, kind)
 	}
 	return n, err
+}
+
+// Close is the transport giving the body up (done, or its backend
+// connection broke): a read failing after it is not the client's doing.
+func (w *watchedBody) Close() error {
+	w.closed.Store(true)
+	return w.ReadCloser.Close()
 }
 
 // failed is bodyOK, bodyIncomplete or bodyCanceled; a nil w (no body) is OK.
