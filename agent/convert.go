@@ -115,6 +115,10 @@ func discoveryConfig(c *hcl.Consul) discovery.Config {
 	dc := discovery.Config{
 		Address: c.Address, Scheme: c.Scheme, Token: c.Token, TokenFile: c.TokenFile,
 		Datacenter: c.Datacenter, Wait: c.Wait, Stale: c.Stale,
+		ResyncGrace: c.ResyncGrace,
+	}
+	if c.ResyncGrace == 0 {
+		dc.ResyncGrace = -1 // off; discovery's zero means its default
 	}
 	if c.TLS != nil {
 		dc.TLS = discovery.TLSConfig{CAFile: c.TLS.CAFile, CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile,

@@ -98,8 +98,8 @@ func (c *Client) WatchCatalog(ctx context.Context, q CatalogQuery, emit func(Cat
 		endpoint: CatalogEndpoint,
 		noun:     "services",
 		log:      c.cfg.Logger.With("catalog", q.key()),
-		fetch: func(ctx context.Context, index uint64) (map[string][]string, uint64, error) {
-			return c.fetchCatalog(ctx, q, index)
+		fetch: func(ctx context.Context, index uint64, wait time.Duration) (map[string][]string, uint64, error) {
+			return c.fetchCatalog(ctx, q, index, wait)
 		},
 		same: func(a, b map[string][]string) bool { return maps.EqualFunc(a, b, slices.Equal[[]string]) },
 		size: func(m map[string][]string) int { return len(m) },
@@ -112,12 +112,12 @@ func (c *Client) WatchCatalog(ctx context.Context, q CatalogQuery, emit func(Cat
 // fetchCatalog performs one blocking query of the catalog services endpoint
 // at index and returns the services with prefixed tags and the reply's
 // X-Consul-Index. Errors are *queryError.
-func (c *Client) fetchCatalog(ctx context.Context, q CatalogQuery, index uint64) (_ map[string][]string, _ uint64, err error) {
+func (c *Client) fetchCatalog(ctx context.Context, q CatalogQuery, index uint64, wait time.Duration) (_ map[string][]string, _ uint64, err error) {
 	opts := (&api.QueryOptions{
 		Datacenter: q.Datacenter,
 		AllowStale: c.cfg.Stale,
 		WaitIndex:  index,
-		WaitTime:   c.cfg.Wait,
+		WaitTime:   wait,
 		Filter:     q.Filter,
 	}).WithContext(ctx)
 	start := time.Now()

@@ -26,6 +26,8 @@ const (
 	// failed query when Config.MinBackoff / Config.MaxBackoff are zero.
 	DefaultMinBackoff = 250 * time.Millisecond
 	DefaultMaxBackoff = 30 * time.Second
+	// DefaultResyncGrace is Config.ResyncGrace when zero.
+	DefaultResyncGrace = 10 * time.Second
 	// DefaultRate (queries per second) and DefaultBurst form the token bucket
 	// that bounds how often a single watch may query Consul when Config.Rate /
 	// Config.Burst are zero. Rate limits the loop even when Consul misbehaves
@@ -104,6 +106,12 @@ type Config struct {
 	// queries of each watch. Defaults DefaultRate and DefaultBurst.
 	Rate  float64
 	Burst int
+	// ResyncGrace is how long after a Consul outage or index reset an answer
+	// that would empty a watch's non-empty set is held back, the last set
+	// kept, while Consul may be refilling a lost state (a restarted dev agent,
+	// a server restored from an old snapshot). Default DefaultResyncGrace
+	// (10s); negative disables the hold.
+	ResyncGrace time.Duration
 }
 
 // withDefaults returns cfg with zero fields defaulted, or an error naming the
@@ -128,6 +136,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MinBackoff < 0 || cfg.MaxBackoff < cfg.MinBackoff {
 		return cfg, fmt.Errorf("discovery: backoff %s..%s: need 0 < min <= max", cfg.MinBackoff, cfg.MaxBackoff)
+	}
+	if cfg.ResyncGrace == 0 {
+		cfg.ResyncGrace = DefaultResyncGrace
 	}
 	if cfg.Rate == 0 {
 		cfg.Rate = DefaultRate

@@ -25,6 +25,9 @@ type reply struct {
 	body   string   // error body when status is set
 	ids    []string // passing instances of "web" on node "n1"
 	hold   time.Duration
+	// blockWait holds the reply for the query's wait parameter, like a
+	// blocking query on which nothing changes.
+	blockWait bool
 	// block holds the request until the client gives up.
 	block bool
 }
@@ -69,6 +72,9 @@ func (d *double) serve(w http.ResponseWriter, r *http.Request) {
 		d.reqs[n].abortT = time.Now()
 		d.mu.Unlock()
 		return
+	}
+	if rep.blockWait {
+		rep.hold, _ = time.ParseDuration(r.URL.Query().Get("wait"))
 	}
 	if rep.hold > 0 {
 		select {

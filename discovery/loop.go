@@ -7,9 +7,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// fetchFunc performs ONE blocking query at index and returns its result and
-// the reply's X-Consul-Index. It knows nothing about retries or indexes.
-type fetchFunc[T any] func(ctx context.Context, index uint64) (T, uint64, error)
+// fetchFunc performs ONE blocking query at index, waiting at most wait, and
+// returns its result and the reply's X-Consul-Index. It knows nothing about
+// retries or indexes.
+type fetchFunc[T any] func(ctx context.Context, index uint64, wait time.Duration) (T, uint64, error)
 
 // blockingLoop drives a fetchFunc until its context is done. It owns the
 // blocking index, the rate limit, retries and stopping; what to do with a
@@ -20,9 +21,14 @@ type blockingLoop[T any] struct {
 	limiter *rate.Limiter
 	backoff backoff
 
+	// wait returns the blocking wait of the next query.
+	wait func() time.Duration
 	// changed is called with a result whose index differs from the index
-	// sent (or the first result): the data may have changed.
-	changed func(result T, index uint64)
+	// sent (or the first result): the data may have changed. resync is set
+	// when the reply is the first after failed queries or its index went
+	// backwards (below the last good index, even across failures): Consul
+	// may have lost its state and be refilling it.
+	changed func(result T, index uint64, resync bool)
 	// unchanged is called when a reply carries the index that was sent: by
 	// the Consul blocking-query rules nothing changed (the wait timed out).
 	unchanged func(index uint64)
@@ -56,6 +62,7 @@ func nextIndex(sent, got uint64) (next uint64, reset bool) {
 // first query after an error is a non-blocking read.
 func (l *blockingLoop[T]) run(ctx context.Context) error {
 	var index uint64 // 0: the first query is a non-blocking read
+	var good uint64  // the index of the last successful reply
 	first := true
 	attempt := 0
 	for {
@@ -65,7 +72,7 @@ func (l *blockingLoop[T]) run(ctx context.Context) error {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		result, got, err := l.fetch(ctx, index)
+		result, got, err := l.fetch(ctx, index, l.wait())
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -85,17 +92,23 @@ func (l *blockingLoop[T]) run(ctx context.Context) error {
 			}
 			continue
 		}
+		recovering := attempt > 0
 		attempt = 0
 		sent := index
 		next, reset := nextIndex(sent, got)
+		// After failures the query was a read at index 0, which the rules
+		// above cannot compare: compare with the last good index instead.
+		if !reset && recovering && got < good {
+			reset = true
+		}
 		if reset {
-			l.reset(sent, got)
+			l.reset(max(sent, good), got)
 		}
 		if first || got != sent {
-			l.changed(result, got)
+			l.changed(result, got, !first && (reset || recovering))
 		} else {
 			l.unchanged(got)
 		}
-		first, index = false, next
+		first, index, good = false, next, got
 	}
 }

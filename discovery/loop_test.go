@@ -6,6 +6,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,6 +69,8 @@ type call struct {
 type scriptedLoop struct {
 	calls    []call
 	changed  []uint64
+	resyncs  []uint64 // changed indexes flagged resync
+	resets   [][2]uint64
 	failures int
 	loop     *blockingLoop[int]
 }
@@ -75,16 +78,22 @@ type scriptedLoop struct {
 func newScriptedLoop(limit rate.Limit, burst int, script func(n int) (uint64, error)) *scriptedLoop {
 	s := &scriptedLoop{}
 	s.loop = &blockingLoop[int]{
-		fetch: func(ctx context.Context, index uint64) (int, uint64, error) {
+		fetch: func(ctx context.Context, index uint64, _ time.Duration) (int, uint64, error) {
 			s.calls = append(s.calls, call{time.Now(), index})
 			got, err := script(len(s.calls) - 1)
 			return 0, got, err
 		},
-		limiter:   rate.NewLimiter(limit, burst),
-		backoff:   backoff{min: time.Second, max: 8 * time.Second},
-		changed:   func(_ int, index uint64) { s.changed = append(s.changed, index) },
+		limiter: rate.NewLimiter(limit, burst),
+		backoff: backoff{min: time.Second, max: 8 * time.Second},
+		wait:    func() time.Duration { return time.Minute },
+		changed: func(_ int, index uint64, resync bool) {
+			s.changed = append(s.changed, index)
+			if resync {
+				s.resyncs = append(s.resyncs, index)
+			}
+		},
 		unchanged: func(uint64) {},
-		reset:     func(uint64, uint64) {},
+		reset:     func(sent, got uint64) { s.resets = append(s.resets, [2]uint64{sent, got}) },
 		failed:    func(error, int, time.Duration) { s.failures++ },
 	}
 	return s
@@ -133,6 +142,49 @@ func TestLoopBackoffGrowsCapsAndResets(t *testing.T) {
 		}
 		if s.failures != 6 || len(s.changed) != 3 {
 			t.Fatalf("failures %d changed %v", s.failures, s.changed)
+		}
+		// Both recoveries are resyncs; neither index went backwards.
+		if !slices.Equal(s.resyncs, []uint64{20, 21}) || len(s.resets) != 0 {
+			t.Fatalf("resyncs %v resets %v", s.resyncs, s.resets)
+		}
+	})
+}
+
+// TestLoopResetAcrossFailures: a reply after failures whose index is below the
+// last good one is a reset (a restarted dev agent) although the query itself
+// was a read at index 0; a backwards index without failures is one too.
+func TestLoopResetAcrossFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := newScriptedLoop(rate.Inf, 1, func(n int) (uint64, error) {
+			switch n {
+			case 0:
+				return 50, nil
+			case 1:
+				return 0, errors.New("down")
+			case 2:
+				return 11, nil // restarted: lower index
+			case 3:
+				return 12, nil
+			case 4:
+				return 5, nil // backwards again, no failure
+			default:
+				cancel()
+				return 0, context.Canceled
+			}
+		})
+		if err := s.loop.run(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("run returned %v", err)
+		}
+		if want := [][2]uint64{{50, 11}, {12, 5}}; !slices.Equal(s.resets, want) {
+			t.Fatalf("resets %v, want %v", s.resets, want)
+		}
+		if want := []uint64{11, 5}; !slices.Equal(s.resyncs, want) {
+			t.Fatalf("resyncs %v, want %v (changed %v)", s.resyncs, want, s.changed)
+		}
+		// After the reset at 11 the loop blocks on 11, not on 50.
+		if got := s.calls[3].index; got != 11 {
+			t.Fatalf("query after the reset sent index %d", got)
 		}
 	})
 }

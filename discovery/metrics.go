@@ -20,6 +20,7 @@ var (
 	keyQueryErrors   = []string{"discovery", "query", "errors"}
 	keyLastSuccess   = []string{"discovery", "query", "last_success"}
 	keyIndexResets   = []string{"discovery", "query", "index_resets"}
+	keyResyncHeld    = []string{"discovery", "resync_held"}
 	keyInstances     = []string{"discovery", "instances"}
 	keyLastContact   = []string{"discovery", "query", "last_contact"}
 )
@@ -28,7 +29,7 @@ var (
 // text, for the agent to register with its Prometheus sink (names relative to
 // the service-name prefix, like Consul's definitions): the summary
 // discovery.query.duration (ms), the counters discovery.query.errors and
-// discovery.query.index_resets, the gauges discovery.query.last_success (unix
+// discovery.query.index_resets and discovery.resync_held, the gauges discovery.query.last_success (unix
 // seconds) and discovery.instances.
 var (
 	Summaries = []prometheus.SummaryDefinition{{
@@ -41,6 +42,9 @@ var (
 	}, {
 		Name: keyIndexResets,
 		Help: "Replies whose X-Consul-Index went backwards or was 0, resetting the blocking index; label service.",
+	}, {
+		Name: keyResyncHeld,
+		Help: "Empty answers right after a Consul outage or index reset that were held back during consul.resync_grace instead of emptying the last known set; label service.",
 	}}
 	Gauges = []prometheus.GaugeDefinition{{
 		Name: keyLastSuccess,
@@ -91,6 +95,12 @@ func (s sink) lastContact(service string, d time.Duration) {
 func (s sink) indexReset(service string) {
 	if s.m != nil {
 		s.m.IncrCounterWithLabels(keyIndexResets, 1, []metrics.Label{svc(service)})
+	}
+}
+
+func (s sink) resyncHeld(service string) {
+	if s.m != nil {
+		s.m.IncrCounterWithLabels(keyResyncHeld, 1, []metrics.Label{svc(service)})
 	}
 }
 

@@ -19,7 +19,8 @@ const errorsMetric = "impulse.discovery.query.errors;service=web;reason="
 // TestB02ConsulRestartKeepsLastSet stops the agent (a real outage), restarts it
 // (dev mode: state lost, index restarts low) and re-registers the instances.
 // Nothing is emitted while Consul is away, errors are logged and counted, the
-// retries back off, and the watch resumes with a reset index.
+// retries back off, and the watch resumes with a reset index, never emitting
+// the empty set the fresh agent reports before the re-registration.
 func TestB02ConsulRestartKeepsLastSet(t *testing.T) {
 	t.Parallel()
 	a := consultest.Start(t)
@@ -64,6 +65,17 @@ func TestB02ConsulRestartKeepsLastSet(t *testing.T) {
 	if got := w.rec.count(); got != emitted {
 		t.Fatalf("%d snapshots emitted while Consul was down: %+v", got-emitted, w.rec.all()[emitted:])
 	}
+	// The fresh agent answers, with no instance of web yet: held back.
+	waitFor(t, "a successful query to the restarted agent", func() bool {
+		st := c.Status()
+		return len(st) == 1 && st[0].LastError == "" && st[0].LastIndex < before.Index
+	})
+	if got := w.rec.count(); got != emitted {
+		t.Fatalf("the restarted agent's empty answer was emitted: %+v", w.rec.all()[emitted:])
+	}
+	if n := sink.counter("impulse.discovery.resync_held;service=web"); n != 1 {
+		t.Fatalf("resync_held counted %v, want 1", n)
+	}
 
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
 	a.RegisterTTL(t, "web-b", "web", "10.0.0.2", 80, nil, nil)
@@ -76,10 +88,13 @@ func TestB02ConsulRestartKeepsLastSet(t *testing.T) {
 		t.Fatalf("status after recovery: %+v", st)
 	}
 	// Between Restart (leader elected) and the re-registration a dev agent
-	// truthfully reports zero instances; anything else emitted must be a set
-	// Consul really held.
+	// reports zero instances: the resync grace holds that answer back, so
+	// the set never empties; a partial set (web-a before web-b) may show.
 	for _, s := range w.rec.all()[emitted:] {
 		t.Logf("after restart: index %d %v", s.Index, instanceIDs(s))
+		if len(s.Instances) == 0 {
+			t.Fatalf("an empty set was emitted after the restart (index %d)", s.Index)
+		}
 	}
 	out := logs.String()
 	if !strings.Contains(out, "endpoint=/v1/health/service/web") || !strings.Contains(out, "reason=transport") {

@@ -103,8 +103,8 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 		endpoint: endpoint,
 		noun:     "instances",
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
-		fetch: func(ctx context.Context, index uint64) ([]Instance, uint64, error) {
-			return c.fetch(ctx, q, endpoint, index)
+		fetch: func(ctx context.Context, index uint64, wait time.Duration) ([]Instance, uint64, error) {
+			return c.fetch(ctx, q, endpoint, index, wait)
 		},
 		same: sameInstances,
 		size: func(ins []Instance) int { return len(ins) },
@@ -149,42 +149,86 @@ type watchSpec[T any] struct {
 
 // runWatch drives spec with the generic blocking loop, owning everything
 // watches have in common: content comparison before emitting, the status,
-// the metrics, the logs of failures and recoveries, and backoff.
+// the metrics, the logs of failures and recoveries, backoff, and the resync
+// grace.
+//
+// Resync grace: right after an outage or an index reset, Consul may be
+// refilling a lost state (a restarted dev agent or server with its services
+// not yet synced by anti-entropy). An answer that would empty a non-empty set
+// within Config.ResyncGrace of that moment is held: the last set stays, the
+// watch keeps querying (its wait bounded by the grace left) and emits the
+// first non-empty answer, or the empty one once it still holds when the grace
+// is over.
 func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSpec[T]) error {
 	log, endpoint := spec.log, spec.endpoint
 	var last T
 	emitted := false
 	failures := 0 // consecutive, for the recovery log line
+	var resyncUntil time.Time
+	var held *T // an empty answer held back during the resync grace
 	recovered := func(index uint64) {
 		if failures > 0 {
 			log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
 			failures = 0
 		}
 	}
+	apply := func(result T, index uint64, now time.Time) {
+		held = nil
+		if emitted && spec.same(last, result) {
+			return
+		}
+		n := spec.size(result)
+		if !emitted {
+			log.Info("synced", spec.noun, n, "index", index)
+		} else {
+			log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
+		}
+		last, emitted = result, true
+		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
+		spec.emit(result, index, now)
+	}
+	// expire applies a held empty answer once the grace is over.
+	expire := func(index uint64, now time.Time) {
+		if held != nil && !now.Before(resyncUntil) {
+			log.Warn("consul still reports no "+spec.noun+" after the resync grace; applying it",
+				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace)
+			apply(*held, index, now)
+		}
+	}
 	loop := &blockingLoop[T]{
 		fetch:   spec.fetch,
 		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
 		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
-		changed: func(result T, index uint64) {
+		wait: func() time.Duration {
+			if held != nil {
+				// Wake up when the grace ends, to apply what is held.
+				return min(c.cfg.Wait, max(time.Until(resyncUntil), 10*time.Millisecond))
+			}
+			return c.cfg.Wait
+		},
+		changed: func(result T, index uint64, resync bool) {
 			now := time.Now()
 			recovered(index)
 			c.succeeded(spec.label, w, index, now)
-			if emitted && spec.same(last, result) {
+			if resync && c.cfg.ResyncGrace > 0 {
+				resyncUntil = now.Add(c.cfg.ResyncGrace)
+			}
+			if emitted && spec.size(last) > 0 && spec.size(result) == 0 && now.Before(resyncUntil) {
+				if held == nil {
+					log.Warn("consul reports no "+spec.noun+" right after an outage or index reset; keeping the last known ones during the resync grace",
+						"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(last))
+					c.metrics.resyncHeld(spec.label)
+				}
+				held = &result
 				return
 			}
-			n := spec.size(result)
-			if !emitted {
-				log.Info("synced", spec.noun, n, "index", index)
-			} else {
-				log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
-			}
-			last, emitted = result, true
-			w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
-			spec.emit(result, index, now)
+			apply(result, index, now)
 		},
 		unchanged: func(index uint64) {
+			now := time.Now()
 			recovered(index)
-			c.succeeded(spec.label, w, index, time.Now())
+			c.succeeded(spec.label, w, index, now)
+			expire(index, now)
 		},
 		reset: func(sent, got uint64) {
 			log.Debug("blocking index went backwards or was 0; resetting", "endpoint", endpoint, "sent", sent, "got", got)
@@ -217,14 +261,14 @@ func (c *Client) succeeded(service string, w *watchState, index uint64, at time.
 // *queryError. With the passing policy Consul filters server-side (?passing);
 // the policy is applied again in code so node checks and maintenance count
 // the same way for both policies.
-func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64) (_ []Instance, _ uint64, err error) {
+func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration) (_ []Instance, _ uint64, err error) {
 	opts := (&api.QueryOptions{
 		Datacenter: q.Datacenter,
 		Namespace:  q.Namespace,
 		Partition:  q.Partition,
 		AllowStale: c.cfg.Stale,
 		WaitIndex:  index,
-		WaitTime:   c.cfg.Wait,
+		WaitTime:   wait,
 	}).WithContext(ctx)
 	start := time.Now()
 	defer func() { c.metrics.queryDone(q.Service, start, err) }()

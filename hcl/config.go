@@ -40,6 +40,8 @@ const (
 	MinConsulWait = time.Second
 	// MaxConsulWait is the largest accepted consul.wait; Consul caps waits at 10m.
 	MaxConsulWait = 10 * time.Minute
+	// DefaultResyncGrace is consul.resync_grace when absent.
+	DefaultResyncGrace = 10 * time.Second
 	// DefaultRegisterService is consul.register.service when absent.
 	DefaultRegisterService = "impulse-agent"
 	// DefaultCatalogTagPrefix is consul.catalog.tag_prefix when absent.
@@ -166,6 +168,10 @@ type Consul struct {
 	// flowing on the last known instances). Default 2 × Wait; at least
 	// Wait + Wait/16 + 5s, at most 24h.
 	MaxStaleness time.Duration
+	// ResyncGrace is how long after a Consul outage or index reset an answer
+	// emptying a watched set is held back (the last set kept) while Consul
+	// may be refilling lost state. Default 10s, 0 disables, at most 10m.
+	ResyncGrace time.Duration
 	// TLS configures HTTPS to Consul; nil when the block is absent.
 	TLS *TLS
 	// Register is the gateway's self-registration; nil when absent.

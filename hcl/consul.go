@@ -44,9 +44,10 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 	}
 	before := b.errCount()
 	c := &Consul{
-		Datacenter: b.str(r.Datacenter, ""),
-		Wait:       b.duration(r.Wait, DefaultConsulWait, MinConsulWait, MaxConsulWait),
-		Stale:      b.boolean(r.Stale, false),
+		Datacenter:  b.str(r.Datacenter, ""),
+		Wait:        b.duration(r.Wait, DefaultConsulWait, MinConsulWait, MaxConsulWait),
+		Stale:       b.boolean(r.Stale, false),
+		ResyncGrace: b.duration(r.ResyncGrace, DefaultResyncGrace, 0, 10*time.Minute),
 	}
 	// A blocking query legitimately succeeds only every wait + wait/16, so a
 	// smaller bound would report healthy discovery as stale; the default

@@ -293,7 +293,7 @@ func TestConsulEnvironment(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatal(linesOf(diags))
 			}
-			tt.want.Wait, tt.want.MaxStaleness = DefaultConsulWait, 2*DefaultConsulWait
+			tt.want.Wait, tt.want.MaxStaleness, tt.want.ResyncGrace = DefaultConsulWait, 2*DefaultConsulWait, DefaultResyncGrace
 			if *cfg.Consul != tt.want {
 				t.Errorf("consul = %+v, want %+v", *cfg.Consul, tt.want)
 			}
@@ -458,7 +458,7 @@ func TestFullExample(t *testing.T) {
 		t.Fatal(linesOf(diags))
 	}
 	c := cfg.Consul
-	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale ||
+	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale || c.ResyncGrace != 10*time.Second ||
 		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" {
 		t.Errorf("consul = %+v", c)
 	}
@@ -475,7 +475,7 @@ func TestFullExample(t *testing.T) {
 		u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 49 || u.Routes[0].Range.Start.Line != 53 || u.Backends[0].Range.Start.Line != 59 {
+	if u.Range.Start.Line != 50 || u.Routes[0].Range.Start.Line != 54 || u.Backends[0].Range.Start.Line != 60 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

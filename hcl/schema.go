@@ -47,6 +47,7 @@ type rawConsul struct {
 	Wait         *hcl2.Attribute `hcl:"wait,optional"`
 	Stale        *hcl2.Attribute `hcl:"stale,optional"`
 	MaxStaleness *hcl2.Attribute `hcl:"max_staleness,optional"`
+	ResyncGrace  *hcl2.Attribute `hcl:"resync_grace,optional"`
 
 	TLSs      []*rawTLS      `hcl:"tls,block"`
 	Registers []*rawRegister `hcl:"register,block"`
