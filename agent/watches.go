@@ -59,6 +59,10 @@ type catalogWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// since stands for the last successful query until the watch has one
+	// of its own: the old watch's when it took over from one, else its start.
+	since time.Time
+
 	mu    sync.Mutex
 	last  *discovery.CatalogSnapshot
 	dirty bool
@@ -69,6 +73,7 @@ type watch struct {
 	q      discovery.Query
 	cancel context.CancelFunc
 	done   chan struct{}
+	since  time.Time // as catalogWatch.since
 
 	mu    sync.Mutex
 	subs  map[string]string // upstream name → scheme for discovered instances
@@ -176,15 +181,26 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 	}
 	carried := map[string]*discovery.Snapshot{}
 	var carriedCatalog *discovery.CatalogSnapshot
+	since := map[string]time.Time{} // query key (catalogKey) → last success
 	if d.client == nil || !sameConsul(d.consul, *cfg.Consul) || token != d.token {
 		// The new client's watches start from what the old ones knew: the
-		// upstreams keep their instances and readiness stays synced.
+		// upstreams keep their instances, readiness stays synced and its
+		// staleness keeps counting from the old watches' last success.
 		for k, w := range d.watches {
 			w.mu.Lock()
 			carried[k] = w.last
 			w.mu.Unlock()
 		}
 		carriedCatalog = d.catalogLast()
+		if d.client != nil {
+			for _, st := range d.client.Status() {
+				k := st.Query.Key()
+				if st.Catalog != nil {
+					k = catalogKey
+				}
+				since[k] = st.LastSuccess
+			}
+		}
 		d.stopLocked()
 		dc := discoveryConfig(cfg.Consul)
 		dc.Token, dc.TokenFile = token, ""
@@ -205,20 +221,24 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 	for k, subs := range want {
 		w := d.watches[k]
 		if w == nil {
-			w = d.startLocked(queries[k], carried[k])
+			w = d.startLocked(queries[k], carried[k], since[k])
 			d.watches[k] = w
 		}
 		w.setSubscribers(d, subs)
 	}
-	d.applyCatalogLocked(cfg.Consul, carriedCatalog)
+	d.applyCatalogLocked(cfg.Consul, carriedCatalog, since[catalogKey])
 	return nil
 }
+
+// catalogKey keys the catalog watch among service query keys, which never
+// start with "/".
+const catalogKey = discovery.CatalogEndpoint
 
 // applyCatalogLocked starts, restarts (on a changed query) or stops the
 // catalog watch. A restarted watch starts from the last known catalog
 // (carried, or the old watch's), so catalog upstreams stay until the new
 // query answers.
-func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.CatalogSnapshot) {
+func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.CatalogSnapshot, since time.Time) {
 	if !c.CatalogEnabled() {
 		d.stopCatalogLocked()
 		return
@@ -230,9 +250,18 @@ func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.Cata
 	if last := d.catalogLast(); last != nil {
 		carried = last
 	}
+	if since.IsZero() {
+		since = time.Now()
+	}
+	// Only a watch of the same query takes over: under a changed query, what
+	// the old one knew says nothing of what the new one will find.
+	var seed *discovery.CatalogSnapshot
+	if carried != nil && carried.Query == q {
+		seed = carried
+	}
 	d.stopCatalogLocked()
 	ctx, cancel := context.WithCancel(context.Background())
-	cw := &catalogWatch{q: q, cancel: cancel, done: make(chan struct{}), last: carried}
+	cw := &catalogWatch{q: q, cancel: cancel, done: make(chan struct{}), last: carried, since: since}
 	client := d.client
 	go func() {
 		defer close(cw.done)
@@ -241,7 +270,7 @@ func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.Cata
 				d.log.Error("catalog watch panicked", "panic", p)
 			}
 		}()
-		_ = client.WatchCatalog(ctx, q, func(s discovery.CatalogSnapshot) {
+		_ = client.WatchCatalogFrom(ctx, q, seed, func(s discovery.CatalogSnapshot) {
 			cw.mu.Lock()
 			cw.last, cw.dirty = &s, true
 			cw.mu.Unlock()
@@ -329,9 +358,14 @@ func sameConsul(a, b hcl.Consul) bool {
 	return a == b && ta == tb
 }
 
-func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot) *watch {
+// startLocked starts a watch of q. last is what an old watch of q knew (nil:
+// none), since that watch's last success (zero: none).
+func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot, since time.Time) *watch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}, last: last}
+	if since.IsZero() {
+		since = time.Now()
+	}
+	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}, last: last, since: since}
 	client := d.client
 	go func() {
 		defer close(w.done)
@@ -340,7 +374,7 @@ func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot) 
 				d.log.Error("watch panicked", "service", q.Service, "panic", p)
 			}
 		}()
-		_ = client.Watch(ctx, q, func(s discovery.Snapshot) { w.deliver(d, s) })
+		_ = client.WatchFrom(ctx, q, last, func(s discovery.Snapshot) { w.deliver(d, s) })
 	}()
 	return w
 }
@@ -400,7 +434,10 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 		}
 		byKey[st.Query.Key()] = st
 	}
-	check := func(name string, st discovery.WatchStatus, synced, catalogOnly bool, what string) {
+	check := func(name string, st discovery.WatchStatus, since time.Time, synced, catalogOnly bool, what string) {
+		if !st.LastSuccess.IsZero() {
+			since = st.LastSuccess
+		}
 		switch {
 		case !synced && catalogOnly:
 			// A service found in the catalog never makes the gateway
@@ -418,13 +455,13 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 			notReady = append(notReady, msg)
 		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
 			degraded = append(degraded, name+": ACL denied, serving the last known "+what+" ("+st.LastError+")")
-		case maxStale > 0 && time.Since(st.LastSuccess) > maxStale:
+		case maxStale > 0 && time.Since(since) > maxStale:
 			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known %s (last error: %s)",
-				name, time.Since(st.LastSuccess).Round(time.Second), what, st.LastError))
+				name, time.Since(since).Round(time.Second), what, st.LastError))
 		}
 	}
 	if d.catalog != nil {
-		check("consul catalog", catalogSt, d.catalogLast() != nil, false, "services")
+		check("consul catalog", catalogSt, d.catalog.since, d.catalogLast() != nil, false, "services")
 	}
 	for _, w := range d.watches {
 		w.mu.Lock()
@@ -434,7 +471,7 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 			catalogOnly = catalogOnly && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix)
 		}
 		w.mu.Unlock()
-		check("consul service "+w.q.Service, byKey[w.q.Key()], synced, catalogOnly, "instances")
+		check("consul service "+w.q.Service, byKey[w.q.Key()], w.since, synced, catalogOnly, "instances")
 	}
 	sort.Strings(notReady)
 	sort.Strings(degraded)

@@ -82,7 +82,17 @@ type CatalogSnapshot struct {
 // emitted set stays the truth. An empty answer that ACLs filtered is an
 // error, as for service watches. emit is called from the calling goroutine,
 // must be cheap and must not modify the snapshot.
+//
+// Right after an outage or an index reset, services missing from answers are
+// kept for Config.ResyncGrace (a route that vanishes is a 404): see runWatch.
 func (c *Client) WatchCatalog(ctx context.Context, q CatalogQuery, emit func(CatalogSnapshot)) error {
+	return c.WatchCatalogFrom(ctx, q, nil, emit)
+}
+
+// WatchCatalogFrom is [Client.WatchCatalog] for a watch that takes over from
+// another one, as [Client.WatchFrom]: last (nil: nothing) is what the old
+// watch emitted last, and the first answer is a resync against it.
+func (c *Client) WatchCatalogFrom(ctx context.Context, q CatalogQuery, last *CatalogSnapshot, emit func(CatalogSnapshot)) error {
 	q, err := q.normalize()
 	if err != nil {
 		return err
@@ -93,7 +103,12 @@ func (c *Client) WatchCatalog(ctx context.Context, q CatalogQuery, emit func(Cat
 	qc := q
 	w := &watchState{st: WatchStatus{Catalog: &qc}}
 	defer c.track(w)()
+	var seed *map[string][]string
+	if last != nil {
+		seed = &last.Services
+	}
 	return runWatch(ctx, c, w, watchSpec[map[string][]string]{
+		seed:     seed,
 		label:    CatalogEndpoint,
 		endpoint: CatalogEndpoint,
 		noun:     "services",
@@ -103,6 +118,25 @@ func (c *Client) WatchCatalog(ctx context.Context, q CatalogQuery, emit func(Cat
 		},
 		same: func(a, b map[string][]string) bool { return maps.EqualFunc(a, b, slices.Equal[[]string]) },
 		size: func(m map[string][]string) int { return len(m) },
+		// Services come back one registration at a time, and a partial
+		// catalog cannot be told from a complete one: keep every service
+		// that is missing for the whole grace.
+		merge: func(base, result map[string][]string) (map[string][]string, bool) {
+			var out map[string][]string
+			for name, tags := range base {
+				if _, ok := result[name]; !ok {
+					if out == nil {
+						out = maps.Clone(result)
+					}
+					out[name] = tags
+				}
+			}
+			if out == nil {
+				return result, false
+			}
+			return out, true
+		},
+		settles: func(map[string][]string) bool { return false },
 		emit: func(m map[string][]string, index uint64, at time.Time) {
 			emit(CatalogSnapshot{Query: q, Services: m, Index: index, Time: at})
 		},

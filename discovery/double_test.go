@@ -89,16 +89,21 @@ func (d *double) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, rep.body, rep.status)
 		return
 	}
-	entries := make([]api.ServiceEntry, 0, len(rep.ids))
-	for _, id := range rep.ids {
-		entries = append(entries, api.ServiceEntry{
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(doubleEntries(rep.ids...))
+}
+
+// doubleEntries are the health entries the double answers for ids.
+func doubleEntries(ids ...string) []*api.ServiceEntry {
+	entries := make([]*api.ServiceEntry, 0, len(ids))
+	for _, id := range ids {
+		entries = append(entries, &api.ServiceEntry{
 			Node:    &api.Node{Node: "n1", Address: "10.0.0.1"},
 			Service: &api.AgentService{ID: id, Service: "web", Port: 80},
 			Checks:  api.HealthChecks{{Node: "n1", CheckID: "serfHealth", Status: api.HealthPassing}},
 		})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(entries)
+	return entries
 }
 
 func (d *double) requests() []request {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-hclog"
-	"golang.org/x/time/rate"
 )
 
 // WatchStatus describes one running watch, for readiness reporting.
@@ -87,7 +85,19 @@ func (c *Client) Status() []WatchStatus {
 // emit; they are logged, counted and retried with jittered exponential backoff
 // (MinBackoff..MaxBackoff), forever. emit is called from the calling
 // goroutine, must be cheap and must not modify the snapshot.
+//
+// Right after an outage or an index reset, an empty answer is held for
+// Config.ResyncGrace while the last set is not empty: see runWatch.
 func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error {
+	return c.WatchFrom(ctx, q, nil, emit)
+}
+
+// WatchFrom is [Client.Watch] for a watch that takes over from another one of
+// the same query, e.g. on a new Client after the Consul settings changed:
+// last is what the old watch emitted last (nil: nothing). The first answer is
+// then a resync against last, so an empty answer is held as after an outage,
+// and what is emitted first is last itself when it is.
+func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit func(Snapshot)) error {
 	q, err := q.normalize()
 	if err != nil {
 		return err
@@ -98,7 +108,12 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 	w := &watchState{st: WatchStatus{Query: q}}
 	defer c.track(w)()
 	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
+	var seed *[]Instance
+	if last != nil {
+		seed = &last.Instances
+	}
 	return runWatch(ctx, c, w, watchSpec[[]Instance]{
+		seed:     seed,
 		label:    q.Service,
 		endpoint: endpoint,
 		noun:     "instances",
@@ -108,6 +123,16 @@ func (c *Client) Watch(ctx context.Context, q Query, emit func(Snapshot)) error 
 		},
 		same: sameInstances,
 		size: func(ins []Instance) int { return len(ins) },
+		// Only an empty answer is held: a partial set (anti-entropy
+		// registers one instance at a time) still serves, and any instance
+		// shows Consul has its state back.
+		merge: func(base, result []Instance) ([]Instance, bool) {
+			if len(result) == 0 && len(base) > 0 {
+				return base, true
+			}
+			return result, false
+		},
+		settles: func(result []Instance) bool { return len(result) > 0 },
 		emit: func(ins []Instance, index uint64, at time.Time) {
 			c.metrics.instances(q.Service, len(ins))
 			emit(Snapshot{Query: q, Instances: ins, Index: index, Time: at})
@@ -125,129 +150,6 @@ func (c *Client) track(w *watchState) (untrack func()) {
 		delete(c.watches, w)
 		c.mu.Unlock()
 	}
-}
-
-// watchSpec is what differs between watches: the endpoint, how one query is
-// made, how results compare and what is emitted. runWatch supplies the rest.
-type watchSpec[T any] struct {
-	// label is the metrics "service" label of the watch.
-	label string
-	// endpoint names the Consul endpoint in logs and errors.
-	endpoint string
-	// noun names the results in log messages ("instances", "services").
-	noun  string
-	log   hclog.Logger
-	fetch fetchFunc[T]
-	// same reports whether two results have the same content.
-	same func(a, b T) bool
-	// size is the number of entries of a result, for the status and logs.
-	size func(T) int
-	// emit receives a result that differs from the last emitted one (and
-	// the first one).
-	emit func(result T, index uint64, at time.Time)
-}
-
-// runWatch drives spec with the generic blocking loop, owning everything
-// watches have in common: content comparison before emitting, the status,
-// the metrics, the logs of failures and recoveries, backoff, and the resync
-// grace.
-//
-// Resync grace: right after an outage or an index reset, Consul may be
-// refilling a lost state (a restarted dev agent or server with its services
-// not yet synced by anti-entropy). An answer that would empty a non-empty set
-// within Config.ResyncGrace of that moment is held: the last set stays, the
-// watch keeps querying (its wait bounded by the grace left) and emits the
-// first non-empty answer, or the empty one once it still holds when the grace
-// is over.
-func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSpec[T]) error {
-	log, endpoint := spec.log, spec.endpoint
-	var last T
-	emitted := false
-	failures := 0 // consecutive, for the recovery log line
-	var resyncUntil time.Time
-	var held *T // an empty answer held back during the resync grace
-	recovered := func(index uint64) {
-		if failures > 0 {
-			log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
-			failures = 0
-		}
-	}
-	apply := func(result T, index uint64, now time.Time) {
-		held = nil
-		if emitted && spec.same(last, result) {
-			return
-		}
-		n := spec.size(result)
-		if !emitted {
-			log.Info("synced", spec.noun, n, "index", index)
-		} else {
-			log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
-		}
-		last, emitted = result, true
-		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
-		spec.emit(result, index, now)
-	}
-	// expire applies a held empty answer once the grace is over.
-	expire := func(index uint64, now time.Time) {
-		if held != nil && !now.Before(resyncUntil) {
-			log.Warn("consul still reports no "+spec.noun+" after the resync grace; applying it",
-				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace)
-			apply(*held, index, now)
-		}
-	}
-	loop := &blockingLoop[T]{
-		fetch:   spec.fetch,
-		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
-		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
-		wait: func() time.Duration {
-			if held != nil {
-				// Wake up when the grace ends, to apply what is held.
-				return min(c.cfg.Wait, max(time.Until(resyncUntil), 10*time.Millisecond))
-			}
-			return c.cfg.Wait
-		},
-		changed: func(result T, index uint64, resync bool) {
-			now := time.Now()
-			recovered(index)
-			c.succeeded(spec.label, w, index, now)
-			if resync && c.cfg.ResyncGrace > 0 {
-				resyncUntil = now.Add(c.cfg.ResyncGrace)
-			}
-			if emitted && spec.size(last) > 0 && spec.size(result) == 0 && now.Before(resyncUntil) {
-				if held == nil {
-					log.Warn("consul reports no "+spec.noun+" right after an outage or index reset; keeping the last known ones during the resync grace",
-						"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(last))
-					c.metrics.resyncHeld(spec.label)
-				}
-				held = &result
-				return
-			}
-			apply(result, index, now)
-		},
-		unchanged: func(index uint64) {
-			now := time.Now()
-			recovered(index)
-			c.succeeded(spec.label, w, index, now)
-			expire(index, now)
-		},
-		reset: func(sent, got uint64) {
-			log.Debug("blocking index went backwards or was 0; resetting", "endpoint", endpoint, "sent", sent, "got", got)
-			c.metrics.indexReset(spec.label)
-		},
-		failed: func(err error, attempt int, retryIn time.Duration) {
-			var qe *queryError
-			if !errors.As(err, &qe) {
-				qe = classify(endpoint, err)
-			}
-			log.Warn("consul query failed; keeping the last known "+spec.noun,
-				"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
-				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
-			failures = attempt
-			c.metrics.queryError(spec.label, qe.reason)
-			w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
-		},
-	}
-	return loop.run(ctx)
 }
 
 // succeeded records a successful reply in the status and metrics.

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,58 @@ services = [
 	l.Stop()
 	l.check(t)
 	t.Logf("%d requests during the outage test, 0 failed", l.ok.Load())
+}
+
+// TestB02ReloadDuringOutageKeepsLastSet: a reload that changes the consul
+// block while Consul is down makes a new client and new watches. They carry
+// the old watches' state: readiness stays "ok" (the staleness clock keeps the
+// old watch's last success), and when Consul comes back empty (a restarted
+// dev agent, services not yet registered again) the new watch holds that
+// answer like the old one would have: zero failed requests throughout.
+func TestB02ReloadDuringOutageKeepsLastSet(t *testing.T) {
+	a1, a2 := newHTTP1Backend(t, "b02r-a"), newHTTP1Backend(t, "b02r-b")
+	c := consultest.Start(t)
+	register := func() {
+		c.RegisterTTL(t, "b02r-a", "web", "127.0.0.1", a1.Port, nil, map[string]string{"impulse-scheme": "http"})
+		c.RegisterTTL(t, "b02r-b", "web", "127.0.0.1", a2.Port, nil, map[string]string{"impulse-scheme": "http"})
+	}
+	register()
+	cfg := baseHCL() + consulUpstreamHCL(c.Addr(), "web", "", "")
+	a := startAgent(t, cfg)
+	client, _ := newH3Client(t)
+	waitFor(t, 10*time.Second, "traffic on both instances", func() bool {
+		mustGet(t, client, a.URL("/"))
+		return a1.Hits() > 0 && a2.Hits() > 0
+	})
+	l := startLoad(t, client, a.URL("/"), 2)
+	c.Stop()
+	a.waitLog(10*time.Second, "consul query failed; keeping the last known instances", nil)
+
+	changed := strings.Replace(cfg, `wait    = "5s"`, `wait    = "6s"`, 1)
+	if changed == cfg {
+		t.Fatal("the consul block did not change")
+	}
+	if err := os.WriteFile(a.ConfigPath, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := a.control("POST", "/v1/reload", nil); code != http.StatusOK {
+		t.Fatalf("POST /v1/reload: %d %s", code, body)
+	}
+	if code, r := a.readyStatus(); code != http.StatusOK || r.Status != "ok" {
+		t.Fatalf("/v1/ready after a reload during the outage: %d %+v", code, r)
+	}
+
+	c.Restart()
+	a.waitLog(20*time.Second, "consul's answer right after an outage or index reset lacks instances it had; keeping them during the resync grace", nil)
+	register()
+	before1, before2 := a1.Hits(), a2.Hits()
+	waitFor(t, 10*time.Second, "traffic on both instances after the restart", func() bool {
+		return a1.Hits() > before1+10 && a2.Hits() > before2+10
+	})
+	a.waitLog(10*time.Second, "consul reports instances again; resync hold released", nil)
+	l.Stop()
+	l.check(t)
+	t.Logf("%d requests, 0 failed", l.ok.Load())
 }
 
 func (a *agentProc) readyOK() bool {

@@ -1,0 +1,162 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
+)
+
+// watchSpec is what differs between watches: the endpoint, how one query is
+// made, how results compare, how they merge during a resync and what is
+// emitted. runWatch supplies the rest.
+type watchSpec[T any] struct {
+	// label is the metrics "service" label of the watch.
+	label string
+	// endpoint names the Consul endpoint in logs and errors.
+	endpoint string
+	// noun names the results in log messages ("instances", "services").
+	noun  string
+	log   hclog.Logger
+	fetch fetchFunc[T]
+	// same reports whether two results have the same content.
+	same func(a, b T) bool
+	// size is the number of entries of a result, for the status and logs.
+	size func(T) int
+	// merge returns what to emit for result while a resync is in progress,
+	// given base, the last set emitted, and whether it kept back anything of
+	// base that result lacks.
+	merge func(base, result T) (out T, held bool)
+	// settles reports whether result shows that Consul's state is back,
+	// ending the resync at once.
+	settles func(result T) bool
+	// emit receives a result that differs from the last emitted one (and
+	// the first one).
+	emit func(result T, index uint64, at time.Time)
+	// seed, when set, is the set a previous watch of the same query emitted
+	// (an agent reload that made a new client): the first answer is a resync
+	// against it, and it is what the watch emits if that answer is held.
+	seed *T
+}
+
+// runWatch drives spec with the generic blocking loop, owning everything
+// watches have in common: content comparison before emitting, the status,
+// the metrics, the logs of failures and recoveries, backoff, and the resync
+// grace.
+//
+// Resync grace: right after an outage or an index reset, Consul may be
+// refilling a lost state (a restarted dev agent or server whose services
+// anti-entropy has not synced yet). For Config.ResyncGrace from the first
+// answer after it, answers go through spec.merge, which keeps what they lack
+// of the last set (all of it for an instance watch answering empty; the
+// missing services for the catalog). The watch keeps querying, its wait
+// bounded by the grace left while something is held, and applies the answer
+// as it is when the grace ends or as soon as spec.settles says Consul's state
+// is back.
+func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSpec[T]) error {
+	log, endpoint := spec.log, spec.endpoint
+	var last T // the last set emitted, or the seed
+	emitted, hasLast := false, spec.seed != nil
+	if hasLast {
+		last = *spec.seed
+	}
+	failures := 0 // consecutive, for the recovery log line
+	answered := false
+	var resyncUntil time.Time // zero: no resync in progress
+	var pending T             // the answer as Consul gave it, while holding
+	holding := false
+	recovered := func(index uint64) {
+		if failures > 0 {
+			log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
+			failures = 0
+		}
+	}
+	apply := func(result T, index uint64, now time.Time) {
+		if emitted && spec.same(last, result) {
+			return
+		}
+		n := spec.size(result)
+		if !emitted {
+			log.Info("synced", spec.noun, n, "index", index)
+		} else {
+			log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
+		}
+		last, emitted, hasLast = result, true, true
+		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
+		spec.emit(result, index, now)
+	}
+	// answer applies a successful answer, through the resync rules.
+	answer := func(result T, index uint64, resync bool) {
+		now := time.Now()
+		if resync && hasLast && c.cfg.ResyncGrace > 0 {
+			resyncUntil = now.Add(c.cfg.ResyncGrace)
+		}
+		if !resyncUntil.IsZero() && now.Before(resyncUntil) && !spec.settles(result) {
+			out, held := spec.merge(last, result)
+			if held && !holding {
+				log.Warn("consul's answer right after an outage or index reset lacks "+spec.noun+" it had; keeping them during the resync grace",
+					"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace,
+					spec.noun, spec.size(result), "kept", spec.size(out)-spec.size(result))
+				c.metrics.resyncHeld(spec.label)
+			}
+			pending, holding = result, held
+			apply(out, index, now)
+			return
+		}
+		switch {
+		case holding && now.Before(resyncUntil):
+			log.Info("consul reports "+spec.noun+" again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+		case holding:
+			log.Warn("the resync grace ended and consul's answer still lacks the "+spec.noun+" kept; applying it",
+				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(result))
+		}
+		resyncUntil, holding = time.Time{}, false
+		apply(result, index, now)
+	}
+	loop := &blockingLoop[T]{
+		fetch:   spec.fetch,
+		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
+		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
+		wait: func() time.Duration {
+			if holding {
+				// Wake up when the grace ends, to apply what is held.
+				return min(c.cfg.Wait, max(time.Until(resyncUntil), 10*time.Millisecond))
+			}
+			return c.cfg.Wait
+		},
+		changed: func(result T, index uint64, resync bool) {
+			recovered(index)
+			c.succeeded(spec.label, w, index, time.Now())
+			// A seeded watch's first answer may come from another Consul
+			// or one still refilling: a resync against the seed.
+			answer(result, index, resync || !answered)
+			answered = true
+		},
+		unchanged: func(index uint64) {
+			recovered(index)
+			c.succeeded(spec.label, w, index, time.Now())
+			if holding {
+				answer(pending, index, false)
+			}
+		},
+		reset: func(sent, got uint64) {
+			log.Debug("blocking index went backwards or was 0; resetting", "endpoint", endpoint, "sent", sent, "got", got)
+			c.metrics.indexReset(spec.label)
+		},
+		failed: func(err error, attempt int, retryIn time.Duration) {
+			var qe *queryError
+			if !errors.As(err, &qe) {
+				qe = classify(endpoint, err)
+			}
+			log.Warn("consul query failed; keeping the last known "+spec.noun,
+				"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
+				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
+			failures = attempt
+			c.metrics.queryError(spec.label, qe.reason)
+			w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
+		},
+	}
+	return loop.run(ctx)
+}
