@@ -66,6 +66,9 @@ type catalogWatch struct {
 	mu    sync.Mutex
 	last  *discovery.CatalogSnapshot
 	dirty bool
+	// applied: a catalog reached the gateway (or was carried over from an
+	// old watch): readiness waits for it, not just for the answer.
+	applied bool
 }
 
 // watch is one running blocking loop and the upstreams it feeds.
@@ -79,6 +82,9 @@ type watch struct {
 	subs  map[string]string // upstream name → scheme for discovered instances
 	last  *discovery.Snapshot
 	dirty bool // last not yet applied
+	// applied: a snapshot reached the upstreams (or was carried over from
+	// an old watch): readiness waits for it, not just for the answer.
+	applied bool
 }
 
 func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway, onCatalog func()) *discoverySet {
@@ -125,7 +131,8 @@ func (d *discoverySet) applier(ctx context.Context) {
 func (d *discoverySet) flush() {
 	d.mu.Lock()
 	catalogChanged := false
-	if c := d.catalog; c != nil {
+	cat := d.catalog
+	if c := cat; c != nil {
 		c.mu.Lock()
 		catalogChanged, c.dirty = c.dirty, false
 		c.mu.Unlock()
@@ -133,7 +140,7 @@ func (d *discoverySet) flush() {
 	for _, w := range d.watches {
 		w.mu.Lock()
 		if w.dirty {
-			w.dirty = false
+			w.dirty, w.applied = false, true
 			for up, scheme := range w.subs {
 				d.feed(up, scheme, *w.last)
 				catalogChanged = catalogChanged || (d.catalog != nil && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix))
@@ -144,6 +151,11 @@ func (d *discoverySet) flush() {
 	d.mu.Unlock()
 	if catalogChanged && d.onCatalog != nil {
 		d.onCatalog()
+	}
+	if cat != nil && catalogChanged {
+		cat.mu.Lock()
+		cat.applied = cat.applied || cat.last != nil
+		cat.mu.Unlock()
 	}
 }
 
@@ -190,15 +202,21 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 			w.mu.Lock()
 			carried[k] = w.last
 			w.mu.Unlock()
+			since[k] = w.since // an old watch that never succeeded passes its own on
 		}
 		carriedCatalog = d.catalogLast()
+		if d.catalog != nil {
+			since[catalogKey] = d.catalog.since
+		}
 		if d.client != nil {
 			for _, st := range d.client.Status() {
 				k := st.Query.Key()
 				if st.Catalog != nil {
 					k = catalogKey
 				}
-				since[k] = st.LastSuccess
+				if !st.LastSuccess.IsZero() {
+					since[k] = st.LastSuccess
+				}
 			}
 		}
 		d.stopLocked()
@@ -261,7 +279,7 @@ func (d *discoverySet) applyCatalogLocked(c *hcl.Consul, carried *discovery.Cata
 	}
 	d.stopCatalogLocked()
 	ctx, cancel := context.WithCancel(context.Background())
-	cw := &catalogWatch{q: q, cancel: cancel, done: make(chan struct{}), last: carried, since: since}
+	cw := &catalogWatch{q: q, cancel: cancel, done: make(chan struct{}), last: carried, since: since, applied: carried != nil}
 	client := d.client
 	go func() {
 		defer close(cw.done)
@@ -365,7 +383,8 @@ func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot, 
 	if since.IsZero() {
 		since = time.Now()
 	}
-	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}, last: last, since: since}
+	w := &watch{q: q, cancel: cancel, done: make(chan struct{}), subs: map[string]string{}, last: last, since: since,
+		applied: last != nil}
 	client := d.client
 	go func() {
 		defer close(w.done)
@@ -461,11 +480,14 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 		}
 	}
 	if d.catalog != nil {
-		check("consul catalog", catalogSt, d.catalog.since, d.catalogLast() != nil, false, "services")
+		d.catalog.mu.Lock()
+		applied := d.catalog.applied
+		d.catalog.mu.Unlock()
+		check("consul catalog", catalogSt, d.catalog.since, applied, false, "services")
 	}
 	for _, w := range d.watches {
 		w.mu.Lock()
-		synced := w.last != nil
+		synced := w.applied
 		catalogOnly := d.catalog != nil && len(w.subs) > 0
 		for up := range w.subs {
 			catalogOnly = catalogOnly && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix)

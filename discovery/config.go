@@ -27,7 +27,7 @@ const (
 	DefaultMinBackoff = 250 * time.Millisecond
 	DefaultMaxBackoff = 30 * time.Second
 	// DefaultResyncGrace is Config.ResyncGrace when zero.
-	DefaultResyncGrace = 10 * time.Second
+	DefaultResyncGrace = 30 * time.Second
 	// DefaultRate (queries per second) and DefaultBurst form the token bucket
 	// that bounds how often a single watch may query Consul when Config.Rate /
 	// Config.Burst are zero. Rate limits the loop even when Consul misbehaves
@@ -110,7 +110,7 @@ type Config struct {
 	// that would empty a watch's non-empty set is held back, the last set
 	// kept, while Consul may be refilling a lost state (a restarted dev agent,
 	// a server restored from an old snapshot). Default DefaultResyncGrace
-	// (10s); negative disables the hold.
+	// (30s, Nomad's service sync period); negative disables the hold.
 	ResyncGrace time.Duration
 }
 

@@ -44,7 +44,7 @@ var (
 		Help: "Replies whose X-Consul-Index went backwards or was 0, resetting the blocking index; label service.",
 	}, {
 		Name: keyResyncHeld,
-		Help: "Empty answers right after a Consul outage or index reset that were held back during consul.resync_grace instead of emptying the last known set; label service.",
+		Help: "Resync holds: an answer right after a Consul outage, index reset or reload lacked instances (was empty) or catalog services the gateway had, and they were kept during consul.resync_grace; counted once per hold; label service.",
 	}}
 	Gauges = []prometheus.GaugeDefinition{{
 		Name: keyLastSuccess,

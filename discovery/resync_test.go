@@ -197,15 +197,17 @@ func TestWatchFromSeed(t *testing.T) {
 
 // TestCatalogResyncKeepsMissingServices (real agent): after a restart that
 // lost the catalog, services come back one registration at a time. A service
-// missing from the answers is kept for the whole grace (its routes would
-// otherwise answer 404), then dropped if it is still missing.
+// missing from the answers is kept (its routes would otherwise answer 404):
+// until it is back, logged as the hold's release, or for the whole grace,
+// then dropped if it is still missing.
 func TestCatalogResyncKeepsMissingServices(t *testing.T) {
 	t.Parallel()
 	const grace = 3 * time.Second
 	a := consultest.Start(t)
 	m, sink := newMetrics(t)
+	var logs syncBuffer
 	c := newTestClient(t, a.Addr(), func(cfg *Config) {
-		cfg.Metrics, cfg.ResyncGrace = m, grace
+		cfg.Metrics, cfg.ResyncGrace, cfg.Logger = m, grace, teeLogger(t, &logs)
 		cfg.MinBackoff, cfg.MaxBackoff = 100*time.Millisecond, 500*time.Millisecond
 	})
 	shop := map[string][]string{"shop": {"impulse.route=/shop"}}
@@ -214,13 +216,28 @@ func TestCatalogResyncKeepsMissingServices(t *testing.T) {
 	a.RegisterTTL(t, "cart-1", "cart", "10.0.0.2", 80, both["cart"], nil)
 	r := startCatalogWatch(t, c, CatalogQuery{TagPrefix: "impulse"})
 	r.wait(t, both)
-	before := len(r.all())
+	restart := func() time.Time {
+		a.Stop()
+		waitFor(t, "a failed catalog query", func() bool { return c.Status()[0].LastError != "" })
+		a.Restart()
+		waitFor(t, "a successful query to the restarted agent", func() bool { return c.Status()[0].LastError == "" })
+		return time.Now()
+	}
 
-	a.Stop()
-	waitFor(t, "a failed catalog query", func() bool { return c.Status()[0].LastError != "" })
-	a.Restart()
-	waitFor(t, "a successful query to the restarted agent", func() bool { return c.Status()[0].LastError == "" })
-	back := time.Now()
+	// Both come back within the grace: nothing is ever dropped.
+	restart()
+	a.RegisterTTL(t, "shop-1", "shop", "10.0.0.1", 80, shop["shop"], nil)
+	a.RegisterTTL(t, "cart-1", "cart", "10.0.0.2", 80, both["cart"], nil)
+	waitFor(t, "the hold's release", func() bool { return strings.Contains(logs.String(), "resync hold released") })
+	for _, s := range r.all() {
+		if len(s.Services) != 2 {
+			t.Fatalf("a snapshot lacks a service: %v", s.Services)
+		}
+	}
+
+	// cart does not come back: dropped when the grace ends.
+	before := len(r.all())
+	back := restart()
 	a.RegisterTTL(t, "shop-1", "shop", "10.0.0.1", 80, shop["shop"], nil)
 	last := r.wait(t, shop)
 	if d := last.Time.Sub(back); d < grace-500*time.Millisecond {
@@ -231,8 +248,8 @@ func TestCatalogResyncKeepsMissingServices(t *testing.T) {
 			t.Fatalf("shop missing from a snapshot after the restart: %v", s.Services)
 		}
 	}
-	if n := sink.counter("impulse.discovery.resync_held;service=" + CatalogEndpoint); n != 1 {
-		t.Fatalf("resync_held counted %v, want 1", n)
+	if n := sink.counter("impulse.discovery.resync_held;service=" + CatalogEndpoint); n != 2 {
+		t.Fatalf("resync_held counted %v, want 2", n)
 	}
 	a.RegisterTTL(t, "cart-1", "cart", "10.0.0.2", 80, both["cart"], nil)
 	r.wait(t, both)

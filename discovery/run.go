@@ -95,6 +95,9 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		}
 		if !resyncUntil.IsZero() && now.Before(resyncUntil) && !spec.settles(result) {
 			out, held := spec.merge(last, result)
+			if !held && holding {
+				log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+			}
 			if held && !holding {
 				log.Warn("consul's answer right after an outage or index reset lacks "+spec.noun+" it had; keeping them during the resync grace",
 					"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace,
@@ -107,7 +110,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		}
 		switch {
 		case holding && now.Before(resyncUntil):
-			log.Info("consul reports "+spec.noun+" again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+			log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
 		case holding:
 			log.Warn("the resync grace ended and consul's answer still lacks the "+spec.noun+" kept; applying it",
 				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(result))

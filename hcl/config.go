@@ -41,7 +41,7 @@ const (
 	// MaxConsulWait is the largest accepted consul.wait; Consul caps waits at 10m.
 	MaxConsulWait = 10 * time.Minute
 	// DefaultResyncGrace is consul.resync_grace when absent.
-	DefaultResyncGrace = 10 * time.Second
+	DefaultResyncGrace = 30 * time.Second
 	// DefaultRegisterService is consul.register.service when absent.
 	DefaultRegisterService = "impulse-agent"
 	// DefaultCatalogTagPrefix is consul.catalog.tag_prefix when absent.
@@ -170,7 +170,7 @@ type Consul struct {
 	MaxStaleness time.Duration
 	// ResyncGrace is how long after a Consul outage or index reset an answer
 	// emptying a watched set is held back (the last set kept) while Consul
-	// may be refilling lost state. Default 10s, 0 disables, at most 10m.
+	// may be refilling lost state. Default 30s, 0 disables, at most 10m.
 	ResyncGrace time.Duration
 	// TLS configures HTTPS to Consul; nil when the block is absent.
 	TLS *TLS

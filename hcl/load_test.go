@@ -458,7 +458,7 @@ func TestFullExample(t *testing.T) {
 		t.Fatal(linesOf(diags))
 	}
 	c := cfg.Consul
-	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale || c.ResyncGrace != 10*time.Second ||
+	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale || c.ResyncGrace != 30*time.Second ||
 		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" {
 		t.Errorf("consul = %+v", c)
 	}

@@ -97,7 +97,7 @@ func TestB02ReloadDuringOutageKeepsLastSet(t *testing.T) {
 	waitFor(t, 10*time.Second, "traffic on both instances after the restart", func() bool {
 		return a1.Hits() > before1+10 && a2.Hits() > before2+10
 	})
-	a.waitLog(10*time.Second, "consul reports instances again; resync hold released", nil)
+	a.waitLog(10*time.Second, "consul reports the instances kept again; resync hold released", nil)
 	l.Stop()
 	l.check(t)
 	t.Logf("%d requests, 0 failed", l.ok.Load())

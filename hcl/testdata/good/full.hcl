@@ -11,7 +11,7 @@ consul {                          # optional; needed only by upstreams with a co
   datacenter = ""
   wait       = "5m"              # blocking-query wait, 1s..10m
   stale      = false             # allow stale reads
-  resync_grace = "10s"           # after an outage or index reset, hold an empty answer this long; "0s" = off
+  resync_grace = "30s"           # after an outage or index reset, hold an empty answer this long; "0s" = off
   tls {
     ca_file              = ""
     cert_file            = ""
