@@ -80,6 +80,10 @@ type Agent struct {
 	synth    []hcl.Upstream
 	catalog  atomic.Pointer[catalogReport]
 	draining atomic.Bool
+	// wasReady: ready() has answered ok once. From then on, discovery that
+	// has not synced (an upstream added by a reload) degrades readiness
+	// instead of failing it, like Envoy's initialization-only warming.
+	wasReady atomic.Bool
 
 	controlAddr atomic.Pointer[net.Addr]
 }
@@ -220,6 +224,9 @@ func (a *Agent) Run(ctx context.Context) error {
 				return
 			case <-t.C:
 				a.disc.sampleStaleness()
+				if !a.wasReady.Load() {
+					a.ready() // latches wasReady without waiting for a probe
+				}
 			}
 		}
 	}()
@@ -294,8 +301,13 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 }
 
 // ready combines the gateway's readiness, discovery sync and draining;
-// degraded lists discovery problems that do not stop traffic.
+// degraded lists discovery problems that do not stop traffic. Discovery that
+// has not synced fails readiness only until the gateway was ready once: after
+// that it is an upstream added by a reload, which answers 503
+// discovery_pending meanwhile, and failing readiness for it would take every
+// gateway of a fleet out of rotation when a reload meets a Consul outage.
 func (a *Agent) ready() (ok bool, reasons, degraded []string) {
+	var unsynced []string
 	if a.draining.Load() {
 		reasons = append(reasons, "draining")
 	}
@@ -305,10 +317,13 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 		rep := a.catalog.Load()
 		for _, reason := range r {
 			name, _, _ := strings.Cut(strings.TrimPrefix(reason, "upstream "), ": ")
-			if strings.HasPrefix(reason, "upstream ") && rep.Upstreams[name] {
-				continue
+			switch {
+			case strings.HasPrefix(reason, "upstream ") && rep.Upstreams[name]:
+			case strings.HasPrefix(reason, "upstream "):
+				unsynced = append(unsynced, reason)
+			default:
+				reasons = append(reasons, reason)
 			}
-			reasons = append(reasons, reason)
 		}
 	}
 	a.mu.Lock()
@@ -318,8 +333,17 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 	}
 	a.mu.Unlock()
 	notReady, degraded := a.disc.readiness(maxStale)
-	reasons = append(reasons, notReady...)
-	return len(reasons) == 0, reasons, degraded
+	unsynced = append(unsynced, notReady...)
+	if a.wasReady.Load() {
+		degraded = append(degraded, unsynced...)
+	} else {
+		reasons = append(reasons, unsynced...)
+	}
+	ok = len(reasons) == 0
+	if ok && !a.draining.Load() && a.wasReady.CompareAndSwap(false, true) {
+		a.log.Info("ready: listeners serving and discovery synced")
+	}
+	return ok, reasons, degraded
 }
 
 // ControlAddr is the bound control API address once Run has started it.

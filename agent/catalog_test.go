@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -344,4 +345,34 @@ func TestReadinessIgnoresCatalogUpstreams(t *testing.T) {
 
 func upstreamCfg(name string, discovered bool) upstream.Config {
 	return upstream.Config{Name: name, Discovered: discovered}
+}
+
+// TestReadinessAfterFirstReady: an upstream whose discovery has not synced
+// fails readiness at startup; once the gateway was ready, the same state
+// (an upstream added by a reload during a Consul outage) only degrades it.
+func TestReadinessAfterFirstReady(t *testing.T) {
+	gw, err := gateway.New(gateway.Config{Upstreams: []gateway.UpstreamConfig{
+		{Config: upstreamCfg("web", true), Routes: []gateway.RouteConfig{{PathPrefix: "/"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Shutdown(t.Context())
+	a := &Agent{gw: gw, cfg: &hcl.Config{}, log: hclog.NewInterceptLogger(&hclog.LoggerOptions{Output: io.Discard})}
+	a.disc = newDiscoverySet(hclog.NewNullLogger(), nil, gw, nil)
+	defer a.disc.stop()
+	a.catalog.Store(&catalogReport{})
+	if ok, reasons, _ := a.ready(); ok || !strings.Contains(strings.Join(reasons, "\n"), "upstream web") {
+		t.Fatalf("at startup: ready = %v %q", ok, reasons)
+	}
+	a.wasReady.Store(true)
+	// No listener runs in this test: that reason stays; the upstream's moves.
+	_, reasons, degraded := a.ready()
+	if strings.Contains(strings.Join(reasons, "\n"), "upstream web") || !strings.Contains(strings.Join(degraded, "\n"), "upstream web") {
+		t.Fatalf("after the first ready: reasons %q, degraded %q", reasons, degraded)
+	}
+	a.draining.Store(true)
+	if ok, reasons, _ := a.ready(); ok || !slices.Contains(reasons, "draining") {
+		t.Fatalf("draining: ready = %v %q", ok, reasons)
+	}
 }

@@ -103,6 +103,52 @@ func TestB02ReloadDuringOutageKeepsLastSet(t *testing.T) {
 	t.Logf("%d requests, 0 failed", l.ok.Load())
 }
 
+// TestReloadAddingUpstreamDuringOutageDegrades: once the gateway was ready, a
+// reload that adds an upstream Consul cannot answer for (it is down) leaves the
+// gateway in rotation: /v1/ready is 200 "degraded" naming the upstream, which
+// answers 503 discovery_pending, while the others keep serving. Failing
+// readiness instead would take a whole fleet out when a config push meets a
+// Consul outage.
+func TestReloadAddingUpstreamDuringOutageDegrades(t *testing.T) {
+	web := newHTTP1Backend(t, "rd-web")
+	c := consultest.Start(t)
+	c.RegisterTTL(t, "rd-web", "web", "127.0.0.1", web.Port, nil, map[string]string{"impulse-scheme": "http"})
+	cfg := baseHCL() + consulUpstreamHCL(c.Addr(), "web", "", "")
+	a := startAgent(t, cfg)
+	client, _ := newH3Client(t)
+	waitFor(t, 10*time.Second, "ready", a.readyOK)
+	c.Stop()
+	a.waitLog(10*time.Second, "consul query failed; keeping the last known instances", nil)
+
+	added := cfg + `
+upstream "api" {
+  route {
+    path_prefix = "/api"
+  }
+  consul {
+    service = "api"
+    scheme  = "http"
+  }
+}
+`
+	if err := os.WriteFile(a.ConfigPath, []byte(added), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := a.control("POST", "/v1/reload", nil); code != http.StatusOK {
+		t.Fatalf("POST /v1/reload: %d %s", code, body)
+	}
+	code, r := a.readyStatus()
+	if code != http.StatusOK || r.Status != "degraded" || !strings.Contains(strings.Join(r.Degraded, "\n"), "api") {
+		t.Fatalf("/v1/ready: %d %+v, want 200 degraded naming api", code, r)
+	}
+	if res := mustGet(t, client, a.URL("/api/x")); res.Status != http.StatusServiceUnavailable || res.Header.Get("X-Impulse-Error") != "discovery_pending" {
+		t.Fatalf("GET /api/x: %d %q", res.Status, res.Header.Get("X-Impulse-Error"))
+	}
+	if res := mustGet(t, client, a.URL("/")); res.Status != http.StatusOK {
+		t.Fatalf("GET /: %d", res.Status)
+	}
+}
+
 func (a *agentProc) readyOK() bool {
 	code, r := a.readyStatus()
 	return code == 200 && r.Status == "ok"
