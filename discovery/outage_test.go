@@ -153,6 +153,13 @@ node_prefix "" { policy = "read" }`)
 		})
 		w := startWatch(t, c, Query{Service: "web"})
 		w.rec.waitIDs(t, "web-a")
+		// Revoke only once a blocking query has completed: Consul 1.14 serves
+		// blocking health queries from a streaming subscription, and one being
+		// set up while its token is deleted can go on answering with it (seen
+		// for over 20 s under load). The watch's handling of the 403 is what
+		// this test is about, not that race.
+		synced := c.Status()[0].LastSuccess
+		waitFor(t, "a completed blocking query", func() bool { return c.Status()[0].LastSuccess.After(synced) })
 		a.RevokeToken(t, good)
 		waitFor(t, "403 after revocation", func() bool { return sink.counter(errorsMetric+"http_403") >= 1 })
 		a.Deregister(t, "web-a") // Consul would now report no instance, but we may not read it
