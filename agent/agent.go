@@ -300,52 +300,6 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 	return a.gen, nil, nil
 }
 
-// ready combines the gateway's readiness, discovery sync and draining;
-// degraded lists discovery problems that do not stop traffic. Discovery that
-// has not synced fails readiness only until the gateway was ready once: after
-// that it is an upstream added by a reload, which answers 503
-// discovery_pending meanwhile, and failing readiness for it would take every
-// gateway of a fleet out of rotation when a reload meets a Consul outage.
-func (a *Agent) ready() (ok bool, reasons, degraded []string) {
-	var unsynced []string
-	if a.draining.Load() {
-		reasons = append(reasons, "draining")
-	}
-	if ok, r := a.gw.Ready(); !ok {
-		// Catalog upstreams never make the gateway unready (see
-		// discoverySet.readiness): drop their "not synced" reasons.
-		rep := a.catalog.Load()
-		for _, reason := range r {
-			name, _, _ := strings.Cut(strings.TrimPrefix(reason, "upstream "), ": ")
-			switch {
-			case strings.HasPrefix(reason, "upstream ") && rep.Upstreams[name]:
-			case strings.HasPrefix(reason, "upstream "):
-				unsynced = append(unsynced, reason)
-			default:
-				reasons = append(reasons, reason)
-			}
-		}
-	}
-	a.mu.Lock()
-	maxStale := time.Duration(0)
-	if a.cfg.Consul != nil {
-		maxStale = a.cfg.Consul.MaxStaleness
-	}
-	a.mu.Unlock()
-	notReady, degraded := a.disc.readiness(maxStale)
-	unsynced = append(unsynced, notReady...)
-	if a.wasReady.Load() {
-		degraded = append(degraded, unsynced...)
-	} else {
-		reasons = append(reasons, unsynced...)
-	}
-	ok = len(reasons) == 0
-	if ok && !a.draining.Load() && a.wasReady.CompareAndSwap(false, true) {
-		a.log.Info("ready: listeners serving and discovery synced")
-	}
-	return ok, reasons, degraded
-}
-
 // ControlAddr is the bound control API address once Run has started it.
 func (a *Agent) ControlAddr() net.Addr {
 	if p := a.controlAddr.Load(); p != nil {

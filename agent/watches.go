@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -433,93 +432,6 @@ func (d *discoverySet) feed(up, scheme string, s discovery.Snapshot) {
 	d.log.Debug("discovered backends applied", "upstream", up, "service", s.Query.Service, "backends", len(sp), "index", s.Index)
 }
 
-// readiness lists watches that have not synced once (not ready) and
-// watches that are degraded: denied by ACLs, or without a successful query
-// for longer than maxStale. Degraded discovery keeps serving the last known
-// instances, so it does not fail readiness: failing every gateway at once
-// while Consul is down would turn a Consul outage into a traffic outage.
-func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.client == nil {
-		return nil, nil
-	}
-	byKey := map[string]discovery.WatchStatus{}
-	var catalogSt discovery.WatchStatus
-	for _, st := range d.client.Status() {
-		if st.Catalog != nil {
-			catalogSt = st
-			continue
-		}
-		byKey[st.Query.Key()] = st
-	}
-	check := func(name string, st discovery.WatchStatus, since time.Time, synced, catalogOnly bool, what string) {
-		if !st.LastSuccess.IsZero() {
-			since = st.LastSuccess
-		}
-		switch {
-		case !synced && catalogOnly:
-			// A service found in the catalog never makes the gateway
-			// unready: one service's ACLs or errors must not take every
-			// route out of rotation. Its upstream answers 503
-			// discovery_pending meanwhile.
-			if st.LastError != "" {
-				degraded = append(degraded, name+": not synced yet (last error: "+st.LastError+")")
-			}
-		case !synced:
-			msg := name + ": not synced yet"
-			if st.LastError != "" {
-				msg += " (last error: " + st.LastError + ")"
-			}
-			notReady = append(notReady, msg)
-		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
-			degraded = append(degraded, name+": ACL denied, serving the last known "+what+" ("+st.LastError+")")
-		case maxStale > 0 && time.Since(since) > maxStale:
-			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known %s (last error: %s)",
-				name, time.Since(since).Round(time.Second), what, st.LastError))
-		}
-	}
-	if d.catalog != nil {
-		d.catalog.mu.Lock()
-		applied := d.catalog.applied
-		d.catalog.mu.Unlock()
-		check("consul catalog", catalogSt, d.catalog.since, applied, false, "services")
-	}
-	for _, w := range d.watches {
-		w.mu.Lock()
-		synced := w.applied
-		catalogOnly := d.catalog != nil && len(w.subs) > 0
-		for up := range w.subs {
-			catalogOnly = catalogOnly && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix)
-		}
-		w.mu.Unlock()
-		check("consul service "+w.q.Service, byKey[w.q.Key()], w.since, synced, catalogOnly, "instances")
-	}
-	sort.Strings(notReady)
-	sort.Strings(degraded)
-	return notReady, degraded
-}
-
-// sampleStaleness sets the per-service last-success age gauge.
-func (d *discoverySet) sampleStaleness() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.client == nil || d.metrics == nil {
-		return
-	}
-	for _, st := range d.client.Status() {
-		if st.Synced {
-			label := st.Query.Service
-			if st.Catalog != nil {
-				label = discovery.CatalogEndpoint
-			}
-			d.metrics.SetGaugeWithLabels(metricStaleness, float32(time.Since(st.LastSuccess).Seconds()),
-				[]metrics.Label{{Name: "service", Value: label}})
-		}
-	}
-}
-
-// stop ends every watch and the applier.
 func (d *discoverySet) stop() {
 	d.mu.Lock()
 	d.stopLocked()

@@ -1,0 +1,150 @@
+package agent
+
+// Readiness (/v1/ready): the gateway's own state, discovery sync and
+// staleness, and draining.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-metrics"
+
+	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// ready combines the gateway's readiness, discovery sync and draining;
+// degraded lists discovery problems that do not stop traffic. Discovery that
+// has not synced fails readiness only until the gateway was ready once: after
+// that it is an upstream added by a reload, which answers 503
+// discovery_pending meanwhile, and failing readiness for it would take every
+// gateway of a fleet out of rotation when a reload meets a Consul outage.
+func (a *Agent) ready() (ok bool, reasons, degraded []string) {
+	var unsynced []string
+	if a.draining.Load() {
+		reasons = append(reasons, "draining")
+	}
+	if ok, r := a.gw.Ready(); !ok {
+		// Catalog upstreams never make the gateway unready (see
+		// discoverySet.readiness): drop their "not synced" reasons.
+		rep := a.catalog.Load()
+		for _, reason := range r {
+			name, _, _ := strings.Cut(strings.TrimPrefix(reason, "upstream "), ": ")
+			switch {
+			case strings.HasPrefix(reason, "upstream ") && rep.Upstreams[name]:
+			case strings.HasPrefix(reason, "upstream "):
+				unsynced = append(unsynced, reason)
+			default:
+				reasons = append(reasons, reason)
+			}
+		}
+	}
+	a.mu.Lock()
+	maxStale := time.Duration(0)
+	if a.cfg.Consul != nil {
+		maxStale = a.cfg.Consul.MaxStaleness
+	}
+	a.mu.Unlock()
+	notReady, degraded := a.disc.readiness(maxStale)
+	unsynced = append(unsynced, notReady...)
+	if a.wasReady.Load() {
+		degraded = append(degraded, unsynced...)
+	} else {
+		reasons = append(reasons, unsynced...)
+	}
+	ok = len(reasons) == 0
+	if ok && !a.draining.Load() && a.wasReady.CompareAndSwap(false, true) {
+		a.log.Info("ready: listeners serving and discovery synced")
+	}
+	return ok, reasons, degraded
+}
+
+// readiness lists watches that have not synced once (not ready) and
+// watches that are degraded: denied by ACLs, or without a successful query
+// for longer than maxStale. Degraded discovery keeps serving the last known
+// instances, so it does not fail readiness: failing every gateway at once
+// while Consul is down would turn a Consul outage into a traffic outage.
+func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.client == nil {
+		return nil, nil
+	}
+	byKey := map[string]discovery.WatchStatus{}
+	var catalogSt discovery.WatchStatus
+	for _, st := range d.client.Status() {
+		if st.Catalog != nil {
+			catalogSt = st
+			continue
+		}
+		byKey[st.Query.Key()] = st
+	}
+	check := func(name string, st discovery.WatchStatus, since time.Time, synced, catalogOnly bool, what string) {
+		if !st.LastSuccess.IsZero() {
+			since = st.LastSuccess
+		}
+		switch {
+		case !synced && catalogOnly:
+			// A service found in the catalog never makes the gateway
+			// unready: one service's ACLs or errors must not take every
+			// route out of rotation. Its upstream answers 503
+			// discovery_pending meanwhile.
+			if st.LastError != "" {
+				degraded = append(degraded, name+": not synced yet (last error: "+st.LastError+")")
+			}
+		case !synced:
+			msg := name + ": not synced yet"
+			if st.LastError != "" {
+				msg += " (last error: " + st.LastError + ")"
+			}
+			notReady = append(notReady, msg)
+		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
+			degraded = append(degraded, name+": ACL denied, serving the last known "+what+" ("+st.LastError+")")
+		case maxStale > 0 && time.Since(since) > maxStale:
+			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known %s (last error: %s)",
+				name, time.Since(since).Round(time.Second), what, st.LastError))
+		}
+	}
+	if d.catalog != nil {
+		d.catalog.mu.Lock()
+		applied := d.catalog.applied
+		d.catalog.mu.Unlock()
+		check("consul catalog", catalogSt, d.catalog.since, applied, false, "services")
+	}
+	for _, w := range d.watches {
+		w.mu.Lock()
+		synced := w.applied
+		catalogOnly := d.catalog != nil && len(w.subs) > 0
+		for up := range w.subs {
+			catalogOnly = catalogOnly && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix)
+		}
+		w.mu.Unlock()
+		check("consul service "+w.q.Service, byKey[w.q.Key()], w.since, synced, catalogOnly, "instances")
+	}
+	sort.Strings(notReady)
+	sort.Strings(degraded)
+	return notReady, degraded
+}
+
+// sampleStaleness sets the per-service last-success age gauge.
+func (d *discoverySet) sampleStaleness() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.client == nil || d.metrics == nil {
+		return
+	}
+	for _, st := range d.client.Status() {
+		if st.Synced {
+			label := st.Query.Service
+			if st.Catalog != nil {
+				label = discovery.CatalogEndpoint
+			}
+			d.metrics.SetGaugeWithLabels(metricStaleness, float32(time.Since(st.LastSuccess).Seconds()),
+				[]metrics.Label{{Name: "service", Value: label}})
+		}
+	}
+}
+
+// stop ends every watch and the applier.
