@@ -23,4 +23,9 @@
 // Errors (transport failures, timeouts, 5xx, 403 ACL denied) never produce a
 // snapshot: the last emitted set stays the truth until Consul answers again.
 // They are logged, counted in metrics and visible through [Client.Status].
+//
+// Nor does a successful answer right after an outage, an index reset or a
+// takeover ([Client.WatchFrom]) empty what was known while Consul may be
+// refilling a lost state: for Config.ResyncGrace, an empty instance set and
+// the services missing from a catalog are kept (see runWatch).
 package discovery
