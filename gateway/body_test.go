@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // chunkReader returns its data in fixed-size pieces, then err.
@@ -162,5 +166,24 @@ func TestWatchedBodyBlamesOnlyTheClient(t *testing.T) {
 	io.ReadAll(short)
 	if f := short.failed(); f != bodyIncomplete {
 		t.Errorf("short body: failure %d, want bodyIncomplete", f)
+	}
+}
+
+func TestBodyErrorKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int32
+	}{
+		{io.ErrUnexpectedEOF, bodyIncomplete},
+		{errBodyMalformed, bodyMalformed},
+		{errors.New("peer sent too much data"), bodyMalformed},
+		{&quic.StreamError{ErrorCode: 0x10c, Remote: true}, bodyCanceled},
+		{&http3.Error{ErrorCode: http3.ErrCodeRequestCanceled, Remote: true}, bodyCanceled},
+		{&quic.IdleTimeoutError{}, bodyCanceled},
+		{context.Canceled, bodyCanceled},
+	} {
+		if got := bodyErrorKind(tc.err); got != tc.want {
+			t.Errorf("bodyErrorKind(%v) = %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }

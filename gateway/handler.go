@@ -98,19 +98,21 @@ type recorder struct {
 }
 
 // clientBodyFailed ends a request whose body the client did not deliver,
-// without blaming the backend. An incomplete body (the stream ended before
-// Content-Length) makes the request malformed: a stream error of type
-// H3_MESSAGE_ERROR (RFC 9114 §4.1.2), or a reset if the response had
-// started; a canceled one is recorded as 499.
+// without blaming the backend. A body that disagrees with Content-Length
+// (short or long) or has malformed trailers makes the request malformed: a
+// stream error of type H3_MESSAGE_ERROR (RFC 9114 §4.1.2), or a reset if the
+// response had started. A canceled one is recorded as 499 and the stream
+// reset: never a clean, empty 200.
 func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, failure int32, started bool) {
-	if failure != bodyIncomplete {
+	reason := transport.ReasonClientBodyIncomplete
+	switch failure {
+	case bodyMalformed:
+		reason = transport.ReasonClientBodyMalformed
+	case bodyCanceled:
 		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
-		if started {
-			panic(http.ErrAbortHandler)
-		}
-		return
+		panic(http.ErrAbortHandler)
 	}
-	rec.record(up, b, http.StatusBadRequest, transport.ReasonClientBodyIncomplete)
+	rec.record(up, b, http.StatusBadRequest, reason)
 	if hs, ok := w.(http3.HTTPStreamer); ok && !started {
 		if str, err := hs.HTTPStream(); err == nil {
 			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeMessageError))

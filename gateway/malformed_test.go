@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,5 +77,84 @@ func varint(v uint64) []byte {
 		return []byte{byte(v>>8) | 0x40, byte(v)}
 	default:
 		return []byte{byte(v>>24) | 0x80, byte(v >> 16), byte(v >> 8), byte(v)}
+	}
+}
+
+// TestBodyPastContentLengthNeverReachesBackend: a request whose DATA frames
+// run past its Content-Length, or whose trailers are malformed, is malformed
+// (RFC 9114 §4.1.2). The client gets a stream error H3_MESSAGE_ERROR and the
+// backend never receives the whole declared body, so it cannot run the
+// request (a client retrying it would otherwise run it twice).
+func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
+	headers := func(fields ...qpack.HeaderField) []byte {
+		var block bytes.Buffer
+		enc := qpack.NewEncoder(&block)
+		for _, f := range fields {
+			enc.WriteField(f)
+		}
+		return append(append([]byte{0x01}, varint(uint64(block.Len()))...), block.Bytes()...)
+	}
+	data := func(s string) []byte { return append(append([]byte{0x00}, varint(uint64(len(s)))...), s...) }
+	req := func(cl string) []byte {
+		f := []qpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "https"},
+			{Name: ":authority", Value: "localhost"}, {Name: ":path", Value: "/"}}
+		if cl != "" {
+			f = append(f, qpack.HeaderField{Name: "content-length", Value: cl})
+		}
+		return headers(f...)
+	}
+	cases := map[string][]byte{
+		"one DATA frame past it":   slices.Concat(req("5"), data("0123456789")),
+		"a second DATA frame":      slices.Concat(req("5"), data("01234"), data("56789")),
+		"pseudo-header in trailer": slices.Concat(req("5"), data("01234"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
+		"connection-specific trailer, no length": slices.Concat(req(""), data("01234"),
+			headers(qpack.HeaderField{Name: "transfer-encoding", Value: "chunked"})),
+	}
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			var whole atomic.Int64
+			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, err := io.ReadAll(r.Body); err == nil {
+					whole.Add(1)
+				}
+			})
+			be := newH1Backend(t, hf)
+			if proto == "h2" {
+				be = newH2Backend(t, hf)
+			}
+			h := newHarness(t, staticUpstream("u", "/", be))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			conn, err := quic.DialAddr(ctx, h.gw.Addrs()["test"].String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.CloseWithError(0, "")
+			for name, raw := range cases {
+				t.Run(name, func(t *testing.T) {
+					str, err := conn.OpenStreamSync(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := str.Write(raw); err != nil {
+						t.Fatal(err)
+					}
+					str.Close()
+					_, err = io.ReadAll(str)
+					var se *quic.StreamError
+					if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeMessageError) {
+						t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
+					}
+				})
+			}
+			if n := whole.Load(); n != 0 {
+				t.Fatalf("the backend received %d whole malformed requests", n)
+			}
+			resp := h.get("/")
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("a good request after them: %d", resp.StatusCode)
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
@@ -61,11 +59,14 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Body: r.Body, ContentLength: r.ContentLength, RemoteAddr: r.RemoteAddr,
 	}).WithContext(ctx)
+	if r.ContentLength > 0 {
+		out.Body = &exactBody{ReadCloser: r.Body, remaining: r.ContentLength}
+	}
 	switch {
 	case r.ContentLength == 0:
 		out.Body = nil
 	case r.ContentLength > coalesceBytes:
-		out.Body = newCoalescingBody(r.Body)
+		out.Body = newCoalescingBody(out.Body)
 	case r.ContentLength < 0 && noChunkedBody[r.Method]:
 		// HTTP/3 gives no length when the client sent no Content-Length.
 		// For these methods net/http would probe the body in a goroutine
@@ -103,49 +104,6 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		out.Body = wb
 	}
 	return out, wb
-}
-
-// How reading the client's request body failed, as watchedBody records it.
-const (
-	bodyOK         int32 = iota
-	bodyIncomplete       // the stream ended before Content-Length: malformed (RFC 9114 §4.1.2)
-	bodyCanceled         // the client reset the stream or went away
-)
-
-// watchedBody records how reading the client's request body failed, so that
-// the transport's resulting error is not blamed on the backend (a 502 and a
-// passive-health failure for what a client did).
-type watchedBody struct {
-	io.ReadCloser
-	failure atomic.Int32
-	closed  atomic.Bool // the transport closed the body: later errors are its own
-}
-
-func (w *watchedBody) Read(p []byte) (int, error) {
-	n, err := w.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && !w.closed.Load() {
-		kind := bodyCanceled
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			kind = bodyIncomplete
-		}
-		w.failure.CompareAndSwap(bodyOK, kind)
-	}
-	return n, err
-}
-
-// Close is the transport giving the body up (done, or its backend
-// connection broke): a read failing after it is not the client's doing.
-func (w *watchedBody) Close() error {
-	w.closed.Store(true)
-	return w.ReadCloser.Close()
-}
-
-// failed is bodyOK, bodyIncomplete or bodyCanceled; a nil w (no body) is OK.
-func (w *watchedBody) failed() int32 {
-	if w == nil {
-		return bodyOK
-	}
-	return w.failure.Load()
 }
 
 var emptyValue = []string{""}

@@ -20,12 +20,16 @@ const (
 	// ReasonClientBodyIncomplete: the request stream ended before its
 	// Content-Length; answered with a stream error (RFC 9114 §4.1.2).
 	ReasonClientBodyIncomplete = "client_body_incomplete"
-	ReasonNoRoute              = "no_route"             // 404
-	ReasonNoBackend            = "no_healthy_backend"   // 503
-	ReasonPending              = "discovery_pending"    // 503: discovery has not answered yet
-	ReasonBodyFailed           = "backend_body_failed"  // stream reset after the response started
-	ReasonNotImplemented       = "method_not_supported" // 501
-	StatusClientClosed         = 499                    // logged, never sent
+	// ReasonClientBodyMalformed: the request's DATA ran past its
+	// Content-Length or its trailers were malformed; answered with a stream
+	// error (RFC 9114 §4.1.2) and never handed whole to the backend.
+	ReasonClientBodyMalformed = "client_body_malformed"
+	ReasonNoRoute             = "no_route"             // 404
+	ReasonNoBackend           = "no_healthy_backend"   // 503
+	ReasonPending             = "discovery_pending"    // 503: discovery has not answered yet
+	ReasonBodyFailed          = "backend_body_failed"  // stream reset after the response started
+	ReasonNotImplemented      = "method_not_supported" // 501
+	StatusClientClosed        = 499                    // logged, never sent
 )
 
 // ErrResponseHeaderTimeout is the cancellation cause the gateway sets when a
