@@ -3,6 +3,7 @@ package hcl
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,7 +29,41 @@ func buildUpstreams(top blk, raws []*rawUpstream) []Upstream {
 		names[r.Name] = r.DefRange
 		out = append(out, u)
 	}
+	checkDuplicateRoutes(top, out)
 	return out
+}
+
+// checkDuplicateRoutes reports a route that another (or the same) upstream
+// already declares with the same host, path_prefix and methods: the gateway's
+// route table would refuse to start with it. Hosts compare as the router
+// does: case-insensitive, without a trailing dot; methods in any order.
+func checkDuplicateRoutes(top blk, ups []Upstream) {
+	type decl struct {
+		upstream string
+		at       hcl2.Range
+	}
+	seen := map[string]decl{}
+	for _, u := range ups {
+		for _, rt := range u.Routes {
+			methods := make([]string, len(rt.Methods))
+			for i, m := range rt.Methods {
+				methods[i] = strings.ToUpper(m)
+			}
+			slices.Sort(methods)
+			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + rt.PathPrefix + "|" + strings.Join(methods, ",")
+			if prev, dup := seen[key]; dup {
+				what := fmt.Sprintf("host %q and path_prefix %q", rt.Host, rt.PathPrefix)
+				if len(methods) > 0 {
+					what = fmt.Sprintf("host %q, path_prefix %q and methods %s", rt.Host, rt.PathPrefix, strings.Join(methods, ", "))
+				}
+				b := top.child(fmt.Sprintf("upstream %q route", u.Name), rt.Range)
+				b.blockErrorf("Duplicate route", "%s are already routed to upstream %q at %s; a request could not tell the two apart.",
+					what, prev.upstream, posString(prev.at))
+				continue
+			}
+			seen[key] = decl{u.Name, rt.Range}
+		}
+	}
 }
 
 func buildUpstream(b blk, r *rawUpstream) Upstream {
