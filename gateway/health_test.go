@@ -119,3 +119,27 @@ func TestPassiveEjectionBoundsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveCheckPathWithQuery: a health_check path with a query reaches the
+// backend as path and query, not as an escaped path.
+func TestActiveCheckPathWithQuery(t *testing.T) {
+	got := make(chan string, 16)
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.URL.Path + " ? " + r.URL.RawQuery:
+		default:
+		}
+	}))
+	uc := staticUpstream("web", "/", be)
+	uc.Active = &health.ActiveConfig{Path: "/status?full=1&x=%2F", Interval: 20 * time.Millisecond, Timeout: time.Second,
+		HealthyThreshold: 1, UnhealthyThreshold: 1}
+	newHarness(t, uc)
+	select {
+	case s := <-got:
+		if s != "/status ? full=1&x=%2F" {
+			t.Fatalf("check request %q, want path /status and query full=1&x=%%2F", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no health check request")
+	}
+}

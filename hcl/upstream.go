@@ -241,9 +241,13 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 		UnknownIsHealthy:   b.boolean(r.UnknownIsHealthy, true),
 	}
 	if p, ok := b.strOK(r.Path, DefaultHealthCheckPath); ok {
-		if !strings.HasPrefix(p, "/") {
+		ref, err := url.ParseRequestURI(p)
+		switch {
+		case !strings.HasPrefix(p, "/"):
 			b.errorf(r.Path, "", "Invalid path", "must start with \"/\"; got %q.", p)
-		} else {
+		case err != nil || strings.ContainsAny(p, " #") || ref.Host != "":
+			b.errorf(r.Path, "", "Invalid path", "must be a path with an optional query, such as \"/health\" or \"/status?full=1\"; got %q.", p)
+		default:
 			h.Path = p
 		}
 	}

@@ -47,7 +47,8 @@ const (
 // ActiveConfig is the health_check block. Thresholds count consecutive
 // results, not totals (case B25).
 type ActiveConfig struct {
-	// Path requested on the backend, e.g. "/health".
+	// Path is the request target on the backend, e.g. "/health" or
+	// "/status?full=1" (origin-form, RFC 9112 §3.2.1).
 	Path string
 	// Interval between checks (jittered ±10% by the checker) and the
 	// Timeout of one check.
