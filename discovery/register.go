@@ -61,6 +61,7 @@ func (c *Client) Register(ctx context.Context, reg Registration, ready Readiness
 	agent := c.api.Agent()
 	registered, reregistered := false, false
 	backoff := c.cfg.MinBackoff
+	var status, note string // what the check was last set to
 	for {
 		var err error
 		if !registered {
@@ -78,7 +79,7 @@ func (c *Client) Register(ctx context.Context, reg Registration, ready Readiness
 			}
 		}
 		if err == nil {
-			status, note := ready()
+			status, note = ready()
 			err = agent.UpdateTTLOpts(checkID, note, status, (&api.QueryOptions{}).WithContext(ctx))
 			var se api.StatusError
 			if err != nil && errors.As(err, &se) && (se.Code == http.StatusNotFound || se.Code == http.StatusInternalServerError) {
@@ -101,10 +102,16 @@ func (c *Client) Register(ctx context.Context, reg Registration, ready Readiness
 		} else {
 			backoff = c.cfg.MinBackoff
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		// Between refreshes, a change of readiness is pushed within
+		// readinessPoll, not a third of the TTL later.
+		unchanged := func() bool {
+			if err != nil {
+				return true // backing off: the next attempt pushes anyway
+			}
+			s, n := ready()
+			return s == status && n == note
+		}
+		if !waitUnless(ctx, wait, unchanged) {
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := agent.ServiceDeregisterOpts(reg.ID, (&api.QueryOptions{}).WithContext(dctx)); err != nil {
@@ -113,7 +120,32 @@ func (c *Client) Register(ctx context.Context, reg Registration, ready Readiness
 				log.Info("deregistered from Consul")
 			}
 			return nil
+		}
+	}
+}
+
+// readinessPoll is how often Register compares readiness with what the check
+// says between refreshes. A variable for tests.
+var readinessPoll = time.Second
+
+// waitUnless waits for d, polling unchanged every readinessPoll and returning
+// early once it reports false. It returns false when ctx is done.
+func waitUnless(ctx context.Context, d time.Duration, unchanged func() bool) bool {
+	due := time.Now().Add(d)
+	for {
+		left := time.Until(due)
+		if left <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(left, readinessPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
 		case <-t.C:
+		}
+		if !unchanged() {
+			return true
 		}
 	}
 }
