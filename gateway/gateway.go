@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,9 @@ type Gateway struct {
 	listeners map[string]*listener
 	draining  []*listener // taken by Shutdown; Close still reaches them
 	shutdown  bool
+	// retired are upstreams a reload replaced or removed, kept while their
+	// backends still drain requests, for Backends.
+	retired []*upstream.Upstream
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
@@ -194,8 +198,10 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {
 			u.Close()
+			g.retired = append(g.retired, u)
 		}
 	}
+	g.retired = slices.DeleteFunc(g.retired, func(u *upstream.Upstream) bool { return len(u.Draining()) == 0 })
 	return nil
 }
 

@@ -143,3 +143,45 @@ func TestActiveCheckPathWithQuery(t *testing.T) {
 		t.Fatal("no health check request")
 	}
 }
+
+// TestBackendsReportDraining: a backend taken away by a reload (here its
+// upstream is removed) is reported with membership "removed" while its
+// request is in flight, and no longer once it ended.
+func TestBackendsReportDraining(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		io.WriteString(w, "done")
+	}))
+	other := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := newHarness(t, staticUpstream("old", "/old", slow), staticUpstream("new", "/", other))
+	done := make(chan int, 1)
+	go func() {
+		resp := h.get("/old")
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-started
+	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{staticUpstream("new", "/", other)}}); err != nil {
+		t.Fatal(err)
+	}
+	membership := func() string {
+		for _, bi := range h.gw.Backends() {
+			if bi.Upstream == "old" {
+				return bi.Membership
+			}
+		}
+		return ""
+	}
+	if m := membership(); m != "removed" {
+		t.Fatalf("membership of the draining backend: %q", m)
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Fatalf("the draining request: %d", code)
+	}
+	eventually(t, 5*time.Second, func() bool { return membership() == "" }, "the drained backend to leave the report")
+}

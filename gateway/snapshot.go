@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -88,9 +89,20 @@ func (g *Gateway) Upstreams() []UpstreamInfo {
 func (g *Gateway) Backends() []BackendInfo {
 	t := g.table.Load()
 	var out []BackendInfo
+	g.mu.Lock()
+	retired := slices.Clone(g.retired)
+	g.mu.Unlock()
+	for _, u := range retired {
+		for _, b := range u.Draining() {
+			out = append(out, backendInfo(u.Name(), b))
+		}
+	}
 	for name, u := range t.upstreams {
 		set := u.Current()
 		for _, b := range set.Backends {
+			out = append(out, backendInfo(name, b))
+		}
+		for _, b := range u.Draining() {
 			out = append(out, backendInfo(name, b))
 		}
 		for _, sp := range set.Suppressed {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -229,6 +230,7 @@ type Upstream struct {
 	synced     bool
 	suppressed []Spec
 	backends   map[string]*Backend // by source + "/" + ID
+	draining   []*Backend          // removed with requests in flight, for reports
 	closed     bool
 }
 
@@ -336,10 +338,14 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 		}
 		return err
 	}
+	u.draining = stillDraining(u.draining)
 	for key, b := range u.backends {
 		if next[key] != b {
 			drain(b)
 			u.emit(Event{Backend: b.ID, Kind: "removed"})
+			if b.InFlight() > 0 {
+				u.draining = append(u.draining, b)
+			}
 		}
 	}
 	initial := len(u.backends) == 0 // the first members share no traffic yet: no ramp
@@ -414,8 +420,25 @@ func (u *Upstream) Close() {
 	u.closed = true
 	for _, b := range u.backends {
 		drain(b)
+		u.draining = append(u.draining, b)
 	}
+	u.draining = stillDraining(u.draining)
 	u.cancel()
+}
+
+// Draining returns the removed backends (all of them once the upstream is
+// closed) that still have requests in flight: membership "removed" in
+// reports until their last request ends.
+func (u *Upstream) Draining() []*Backend {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.draining = stillDraining(u.draining)
+	return slices.Clone(u.draining)
+}
+
+// stillDraining keeps the backends of bs that have requests in flight.
+func stillDraining(bs []*Backend) []*Backend {
+	return slices.DeleteFunc(bs, func(b *Backend) bool { return b.InFlight() == 0 })
 }
 
 // slowStart is the ramp for new backends. consistent_hash reads weights only

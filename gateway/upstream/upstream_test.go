@@ -97,9 +97,12 @@ func TestRemovedBackendDrains(t *testing.T) {
 	if !a.Removed() || len(u.Current().Backends) != 1 {
 		t.Fatal("a not removed")
 	}
+	if d := u.Draining(); len(d) != 1 || d[0] != a {
+		t.Fatalf("draining %v, want a while its request is in flight", d)
+	}
 	a.Done(health.Success, "", time.Millisecond)
-	if a.InFlight() != 0 {
-		t.Fatalf("in-flight %d", a.InFlight())
+	if a.InFlight() != 0 || len(u.Draining()) != 0 {
+		t.Fatalf("in-flight %d, draining %v", a.InFlight(), u.Draining())
 	}
 	// Same spec again: state is kept, not recreated.
 	b := u.Current().Backends[0]
@@ -128,5 +131,25 @@ func TestSuppressedMembersAreReportedNotRouted(t *testing.T) {
 		if b, _ := u.Pick(nil); b == nil || b.ID != "a" {
 			t.Fatalf("picked %v", b)
 		}
+	}
+}
+
+// TestClosedUpstreamReportsDraining: a closed upstream (a reload replaced or
+// removed it) reports its backends with requests in flight until they end.
+func TestClosedUpstreamReportsDraining(t *testing.T) {
+	u, err := New(Config{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetStatic([]Spec{spec("a", 1), spec("b", 2)})
+	a := u.Current().Backends[0]
+	a.Acquire()
+	u.Close()
+	if d := u.Draining(); len(d) != 1 || d[0] != a || !a.Removed() {
+		t.Fatalf("draining %v", d)
+	}
+	a.Done(health.Success, "", time.Millisecond)
+	if d := u.Draining(); len(d) != 0 {
+		t.Fatalf("draining %v after the last request", d)
 	}
 }
