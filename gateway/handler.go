@@ -31,6 +31,12 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusNotImplemented, transport.ReasonNotImplemented)
 		return
 	}
+	if !validRequestTarget(r.RequestURI) {
+		// A space, "#" or a bad escape: the backend would get a rewritten
+		// path, not the one sent (Go's url parser escapes it).
+		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)
+		return
+	}
 	rt := tbl.routes.Match(r.Host, r.URL.Path, r.Method)
 	if rt == nil {
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)

@@ -24,6 +24,7 @@ const (
 	// Content-Length or its trailers were malformed; answered with a stream
 	// error (RFC 9114 §4.1.2) and never handed whole to the backend.
 	ReasonClientBodyMalformed = "client_body_malformed"
+	ReasonInvalidPath         = "invalid_path"         // 400: :path is not an RFC 3986 path and query
 	ReasonNoRoute             = "no_route"             // 404
 	ReasonNoBackend           = "no_healthy_backend"   // 503
 	ReasonPending             = "discovery_pending"    // 503: discovery has not answered yet

@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"testing"
+)
+
+func TestValidRequestTarget(t *testing.T) {
+	for target, want := range map[string]bool{
+		"/":                      true,
+		"*":                      true,
+		"/a/b?x=1&y=%2F":         true,
+		"/search?q=a+b&r[1]=|":   true,
+		"/caf\xc3\xa9":           true,
+		"/%E2%82%AC?x=%e2%82%ac": true,
+		"/a b":                   false,
+		"/a?q=a b":               false,
+		"/a#frag":                false,
+		"/a\x00":                 false,
+		"/a\tb":                  false,
+		"/a\x7f":                 false,
+		"":                       false,
+		"a/b":                    false,
+	} {
+		if got := validRequestTarget(target); got != want {
+			t.Errorf("validRequestTarget(%q) = %v, want %v", target, got, want)
+		}
+	}
+}
+
+// TestInvalidPathIs400: a :path with a space or a fragment is answered 400
+// invalid_path and never forwarded (rewritten) to a backend.
+func TestInvalidPathIs400(t *testing.T) {
+	var hits atomic.Int64
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	base, _ := url.Parse(h.base)
+	for _, p := range []string{"/a b", "/a#frag"} {
+		req := &http.Request{Method: "GET", Host: base.Host, Header: http.Header{},
+			URL: &url.URL{Scheme: "https", Host: base.Host, Opaque: p}}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 || resp.Header.Get("X-Impulse-Error") != "invalid_path" {
+			t.Fatalf("%q: %d %q, want 400 invalid_path", p, resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the backend received %d requests", n)
+	}
+}
