@@ -84,6 +84,9 @@ type Agent struct {
 	// has not synced (an upstream added by a reload) degrades readiness
 	// instead of failing it, like Envoy's initialization-only warming.
 	wasReady atomic.Bool
+	// controlToken is the control API's bearer token ("" = none), re-read
+	// from control.token_file on every reload.
+	controlToken atomic.Pointer[string]
 
 	controlAddr atomic.Pointer[net.Addr]
 }
@@ -262,8 +265,10 @@ func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.S
 
 // Reload re-reads the configuration (SIGHUP, POST /v1/reload). On invalid
 // configuration it returns the diagnostics and keeps the running one.
-// Listener changes take effect; the control address, telemetry and the
-// logger's format need a restart (a warning says so).
+// Listener changes take effect, and control.token_file is read again (a
+// token added, rotated or removed applies at once); the control address and
+// debug endpoints, telemetry and the logger's format need a restart (a
+// warning says so).
 func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -283,13 +288,21 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err
 	}
+	token, err := readToken(cfg.Control.TokenFile)
+	if err != nil {
+		a.log.Error("reload rejected; keeping the running configuration", "error", err)
+		return a.gen, nil, err
+	}
 	if err := a.applyLocked(cfg, base, true); err != nil {
 		a.log.Error("reload rejected; keeping the running configuration", "error", err)
 		return a.gen, nil, err
 	}
 	a.base = base
-	if cfg.Control != a.cfg.Control || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
-		a.log.Warn("reload: control, telemetry and log_json changes take effect after a restart")
+	a.controlToken.Store(&token)
+	oldCtl, newCtl := a.cfg.Control, cfg.Control
+	oldCtl.TokenFile, newCtl.TokenFile = "", ""
+	if oldCtl != newCtl || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
+		a.log.Warn("reload: control.address, control.enable_debug, telemetry and log_json changes take effect after a restart")
 	}
 	if a.opts.LogLevel == "" {
 		a.log.SetLevel(hclog.LevelFromString(cfg.LogLevel))

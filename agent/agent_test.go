@@ -392,3 +392,53 @@ upstream "a" {
 		t.Fatalf("/debug/pprof/ with enable_debug: %d", code)
 	}
 }
+
+// TestReloadAppliesControlToken: adding control.token_file by a reload
+// protects the control API at once, rotating the file's content rotates
+// the token, and removing it opens the API again.
+func TestReloadAppliesControlToken(t *testing.T) {
+	a := backend(t, "a")
+	up := fmt.Sprintf(`
+upstream "a" {
+  route {
+    path_prefix = "/"
+  }
+  backend "a-1" {
+    address = %q
+  }
+}
+`, a.URL)
+	r := start(t, baseConfig+up)
+	tokenFile := filepath.Join(r.dir, "token")
+	os.WriteFile(tokenFile, []byte("one\n"), 0o600)
+	cfgFile := filepath.Join(r.dir, "gateway.hcl")
+	plain, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken := strings.Replace(string(plain), `address = "127.0.0.1:0"
+}`, fmt.Sprintf("address = \"127.0.0.1:0\"\n  token_file = %q\n}", tokenFile), 1)
+	reload := func(cfg string) {
+		t.Helper()
+		os.WriteFile(cfgFile, []byte(cfg), 0o600)
+		if _, _, err := r.a.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(token string, want int) {
+		t.Helper()
+		if code, body := r.control("GET", "/v1/backends", token); code != want {
+			t.Fatalf("/v1/backends with token %q: %d %s, want %d", token, code, body, want)
+		}
+	}
+	expect("", 200)
+	reload(withToken)
+	expect("", 401)
+	expect("one", 200)
+	os.WriteFile(tokenFile, []byte("two\n"), 0o600)
+	reload(withToken)
+	expect("one", 401)
+	expect("two", 200)
+	reload(string(plain))
+	expect("", 200)
+}

@@ -60,11 +60,11 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 		a.gw.FlushMetrics()
 		a.tel.handler.ServeHTTP(w, r)
 	}))
-	if token == "" {
-		return mux
-	}
+	a.controlToken.Store(&token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/health" {
+		// The token is read per request: a reload that adds, rotates or
+		// removes control.token_file applies at once.
+		if token := *a.controlToken.Load(); token != "" && r.URL.Path != "/v1/health" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="impulse-agent"`)
