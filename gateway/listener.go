@@ -25,6 +25,7 @@ type listener struct {
 	tls    atomic.Pointer[tls.Config]
 	done   chan struct{} // closed when Serve returns
 	conns  sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
+	active atomic.Int64  // requests being handled
 }
 
 // startListener binds the UDP socket synchronously (so bind errors surface
@@ -49,7 +50,7 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 		},
 	}
 	l.server = &http3.Server{
-		Handler:   g.handlerFor(lc.Name),
+		Handler:   l.counted(g.handlerFor(lc.Name)),
 		TLSConfig: base,
 		QUICConfig: &quic.Config{
 			MaxIdleTimeout:        30 * time.Second,
@@ -88,7 +89,10 @@ func (l *listener) shutdown(ctx context.Context) error {
 		l.closeConns("drain_timeout reached")
 		cancel()
 	})
+	quiet := make(chan struct{})
+	go l.closeWhenQuiet(inner, quiet)
 	err := l.server.Shutdown(inner)
+	close(quiet)
 	stop()
 	cancel()
 	if err != nil {
@@ -173,6 +177,52 @@ func (g *Gateway) Addrs() map[string]net.Addr {
 }
 
 // closeConns closes every open connection with H3_REQUEST_CANCELLED.
+// drainQuiet is how long a draining listener must have no request in flight
+// before it closes the connections its clients keep open (or abandoned
+// without closing): requests a client sent before it saw GOAWAY have arrived
+// by then. A variable for tests.
+var drainQuiet = time.Second
+
+// counted wraps h to count the requests being handled.
+func (l *listener) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.active.Add(1)
+		defer l.active.Add(-1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// closeWhenQuiet closes the remaining connections with H3_NO_ERROR once no
+// request has been in flight for drainQuiet, so a drain does not wait for
+// clients that vanished until drain_timeout; it returns when ctx is done or
+// stop is closed.
+func (l *listener) closeWhenQuiet(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(drainQuiet / 10)
+	defer tick.Stop()
+	var idleSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case now := <-tick.C:
+			switch {
+			case l.active.Load() > 0:
+				idleSince = time.Time{}
+			case idleSince.IsZero():
+				idleSince = now
+			case now.Sub(idleSince) >= drainQuiet:
+				l.conns.Range(func(k, _ any) bool {
+					_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "drained")
+					return true
+				})
+				return
+			}
+		}
+	}
+}
+
 func (l *listener) closeConns(reason string) {
 	l.conns.Range(func(k, _ any) bool {
 		_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeRequestCanceled), reason)
