@@ -226,6 +226,13 @@ func TestConsulMembershipLive(t *testing.T) {
 	t0 := time.Now()
 	waitFor(t, 10*time.Second, "live-1 to leave /v1/backends", func() bool { return !hasID(a.backendIDs("web"), "live-1") })
 	removed := time.Since(t0)
+	draining := false
+	for _, bi := range a.backends() {
+		draining = draining || (hasID([]string{bi.ID}, "live-1") && bi.Membership == "removed" && bi.InFlight == 1)
+	}
+	if !draining {
+		t.Errorf("/v1/backends does not list live-1 as removed with its slow request in flight: %+v", a.backends())
+	}
 	last := expectStopsWithin(t, b1, b2, t0, 2*propagationBound)
 	t.Logf("deregister live-1: gone from /v1/backends after %s; its last request arrived %s after the Consul call returned",
 		removed.Round(100*time.Microsecond), last.Round(100*time.Microsecond))

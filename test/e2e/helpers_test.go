@@ -417,12 +417,13 @@ func (a *agentProc) backends() []backendInfo {
 	return out
 }
 
-// backendIDs returns the ids of the backends of upstream, as the control API
-// lists them.
+// backendIDs returns the ids of the members of upstream, as the control API
+// lists them; backends still draining after their removal (membership
+// "removed") are left out.
 func (a *agentProc) backendIDs(upstream string) []string {
 	var ids []string
 	for _, b := range a.backends() {
-		if b.Upstream == upstream {
+		if b.Upstream == upstream && b.Membership != "removed" {
 			ids = append(ids, b.ID)
 		}
 	}
