@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
@@ -28,11 +27,7 @@ func TestDrainClosesQuietConnections(t *testing.T) {
 	// A client that ignores GOAWAY: a bare QUIC connection that never closes.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, h.gw.Addrs()["test"].String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.CloseWithError(0, "")
+	conn := dialRaw(t, h)
 	start := time.Now()
 	if err := h.gw.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)

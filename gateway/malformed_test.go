@@ -32,40 +32,59 @@ func TestMalformedRequestsAreStreamErrors(t *testing.T) {
 		"pseudo-header after fields": append([]qpack.HeaderField{{Name: "x-a", Value: "1"}}, valid...),
 		"unknown pseudo-header":      append(append([]qpack.HeaderField{}, valid...), qpack.HeaderField{Name: ":protocol-x", Value: "1"}),
 	}
+	conn := dialRaw(t, h)
+	for name, fields := range cases {
+		t.Run(name, func(t *testing.T) { wantMessageError(t, conn, headersFrame(fields...)) })
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("backend received %d malformed requests", n)
+	}
+}
+
+// dialRaw opens a bare QUIC connection to the harness's listener, for
+// hand-encoded HTTP/3 frames; the test's cleanup closes it.
+func dialRaw(t *testing.T, h *harness) *quic.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := quic.DialAddr(ctx, h.gw.Addrs()["test"].String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.CloseWithError(0, "")
-	for name, fields := range cases {
-		t.Run(name, func(t *testing.T) {
-			str, err := conn.OpenStreamSync(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var block bytes.Buffer
-			enc := qpack.NewEncoder(&block)
-			for _, f := range fields {
-				enc.WriteField(f)
-			}
-			frame := append([]byte{0x01}, varint(uint64(block.Len()))...) // HEADERS frame, RFC 9114 §7.2.2
-			frame = append(frame, block.Bytes()...)
-			if _, err := str.Write(frame); err != nil {
-				t.Fatal(err)
-			}
-			str.Close()
-			_, err = io.ReadAll(str)
-			var se *quic.StreamError
-			if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeMessageError) {
-				t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
-			}
-		})
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	return conn
+}
+
+// wantMessageError sends raw as a whole request stream and requires the
+// answer to be a stream error H3_MESSAGE_ERROR.
+func wantMessageError(t *testing.T, conn *quic.Conn, raw []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := hits.Load(); n != 0 {
-		t.Fatalf("backend received %d malformed requests", n)
+	if _, err := str.Write(raw); err != nil {
+		t.Fatal(err)
 	}
+	str.Close()
+	_, err = io.ReadAll(str)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeMessageError) {
+		t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
+	}
+}
+
+// headersFrame QPACK-encodes fields (static table and literals only) into a
+// HEADERS frame (RFC 9114 §7.2.2).
+func headersFrame(fields ...qpack.HeaderField) []byte {
+	var block bytes.Buffer
+	enc := qpack.NewEncoder(&block)
+	for _, f := range fields {
+		enc.WriteField(f)
+	}
+	return append(append([]byte{0x01}, varint(uint64(block.Len()))...), block.Bytes()...)
 }
 
 // varint encodes a QUIC variable-length integer (RFC 9000 §16).
@@ -86,14 +105,7 @@ func varint(v uint64) []byte {
 // backend never receives the whole declared body, so it cannot run the
 // request (a client retrying it would otherwise run it twice).
 func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
-	headers := func(fields ...qpack.HeaderField) []byte {
-		var block bytes.Buffer
-		enc := qpack.NewEncoder(&block)
-		for _, f := range fields {
-			enc.WriteField(f)
-		}
-		return append(append([]byte{0x01}, varint(uint64(block.Len()))...), block.Bytes()...)
-	}
+	headers := headersFrame
 	data := func(s string) []byte { return append(append([]byte{0x00}, varint(uint64(len(s)))...), s...) }
 	req := func(cl string) []byte {
 		f := []qpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "https"},
@@ -123,29 +135,9 @@ func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
 				be = newH2Backend(t, hf)
 			}
 			h := newHarness(t, staticUpstream("u", "/", be))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			conn, err := quic.DialAddr(ctx, h.gw.Addrs()["test"].String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.CloseWithError(0, "")
+			conn := dialRaw(t, h)
 			for name, raw := range cases {
-				t.Run(name, func(t *testing.T) {
-					str, err := conn.OpenStreamSync(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, err := str.Write(raw); err != nil {
-						t.Fatal(err)
-					}
-					str.Close()
-					_, err = io.ReadAll(str)
-					var se *quic.StreamError
-					if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeMessageError) {
-						t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
-					}
-				})
+				t.Run(name, func(t *testing.T) { wantMessageError(t, conn, raw) })
 			}
 			if n := whole.Load(); n != 0 {
 				t.Fatalf("the backend received %d whole malformed requests", n)
