@@ -370,18 +370,22 @@ func TestSpecsFromSnapshot(t *testing.T) {
 	}
 }
 
-func TestDebugEndpointsOnlyWhenEnabled(t *testing.T) {
-	a := backend(t, "a")
-	up := fmt.Sprintf(`
+// catchAll is an upstream routing every path to one backend at url.
+func catchAll(url string) string {
+	return fmt.Sprintf(`
 upstream "a" {
   route {
     path_prefix = "/"
   }
-  backend "a" {
+  backend "a-1" {
     address = %q
   }
 }
-`, a.URL)
+`, url)
+}
+
+func TestDebugEndpointsOnlyWhenEnabled(t *testing.T) {
+	up := catchAll(backend(t, "a").URL)
 	off := start(t, baseConfig+up)
 	if code, _ := off.control("GET", "/debug/pprof/", ""); code != 404 {
 		t.Fatalf("/debug/pprof/ without enable_debug: %d, want 404", code)
@@ -397,18 +401,7 @@ upstream "a" {
 // protects the control API at once, rotating the file's content rotates
 // the token, and removing it opens the API again.
 func TestReloadAppliesControlToken(t *testing.T) {
-	a := backend(t, "a")
-	up := fmt.Sprintf(`
-upstream "a" {
-  route {
-    path_prefix = "/"
-  }
-  backend "a-1" {
-    address = %q
-  }
-}
-`, a.URL)
-	r := start(t, baseConfig+up)
+	r := start(t, baseConfig+catchAll(backend(t, "a").URL))
 	tokenFile := filepath.Join(r.dir, "token")
 	os.WriteFile(tokenFile, []byte("one\n"), 0o600)
 	cfgFile := filepath.Join(r.dir, "gateway.hcl")
