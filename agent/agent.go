@@ -335,7 +335,13 @@ func readToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("agent: control token_file: %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		// Never fail open: an empty file (a rotation caught mid-write)
+		// would leave the control API without a token.
+		return "", fmt.Errorf("agent: control token_file %s is empty", path)
+	}
+	return token, nil
 }
 
 // ForceClose closes every listener and connection at once (clients see

@@ -432,6 +432,12 @@ func TestReloadAppliesControlToken(t *testing.T) {
 	reload(withToken)
 	expect("one", 401)
 	expect("two", 200)
+	os.WriteFile(tokenFile, []byte(" \n"), 0o600) // a rotation caught mid-write
+	if _, _, err := r.a.Reload(); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("reload with an empty token file: %v", err)
+	}
+	expect("", 401)
+	expect("two", 200)
 	reload(string(plain))
 	expect("", 200)
 }

@@ -37,6 +37,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)
 		return
 	}
+	if r.ContentLength == 0 && r.Body != nil && r.Body != http.NoBody {
+		// "content-length: 0": the request goes out without a body, so the
+		// stream must end right here (RFC 9114 §4.1.2), as exactBody checks
+		// for longer ones.
+		if err := (&exactBody{ReadCloser: r.Body}).confirmEnd(); err != nil {
+			rec.clientBodyFailed(w, nil, nil, bodyErrorKind(err), false)
+			return
+		}
+	}
 	rt := tbl.routes.Match(r.Host, r.URL.Path, r.Method)
 	if rt == nil {
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)

@@ -179,6 +179,11 @@ func TestBackendsReportDraining(t *testing.T) {
 	if m := membership(); m != "removed" {
 		t.Fatalf("membership of the draining backend: %q", m)
 	}
+	for _, bi := range h.gw.Backends() {
+		if bi.Upstream == "old" && bi.Eligible {
+			t.Fatalf("a removed backend is reported eligible: %+v", bi)
+		}
+	}
 	close(release)
 	if code := <-done; code != 200 {
 		t.Fatalf("the draining request: %d", code)

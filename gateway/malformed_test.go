@@ -121,6 +121,8 @@ func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
 		"pseudo-header in trailer": slices.Concat(req("5"), data("01234"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
 		"connection-specific trailer, no length": slices.Concat(req(""), data("01234"),
 			headers(qpack.HeaderField{Name: "transfer-encoding", Value: "chunked"})),
+		"DATA after content-length 0":   slices.Concat(req("0"), data("abc")),
+		"bad trailer, content-length 0": slices.Concat(req("0"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
 	}
 	for _, proto := range []string{"h1", "h2"} {
 		t.Run(proto, func(t *testing.T) {

@@ -74,19 +74,22 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		// client's FIN normally arrives with the headers).
 		out.Body, out.ContentLength = probeBody(r.Body)
 	}
-	// Request trailers the client declared are forwarded once its body ends.
-	if len(r.Trailer) > 0 || r.Header.Get("Trailer") != "" {
-		out.Trailer = http.Header{}
-		for _, v := range r.Header.Values("Trailer") {
-			for _, k := range strings.Split(v, ",") {
-				if k = textproto.TrimString(k); k != "" {
-					out.Trailer[http.CanonicalHeaderKey(k)] = nil
-				}
-			}
+	// Request trailers are forwarded once the body ends. quic-go moves the
+	// names the client declared (its Trailer field) into r.Trailer and
+	// replaces that map with the trailers it receives.
+	if len(r.Trailer) > 0 {
+		out.Trailer = make(http.Header, len(r.Trailer))
+		for k := range r.Trailer {
+			out.Trailer[k] = nil
 		}
-		if out.Body != nil {
-			out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: out.Trailer}
+		if b.Scheme == transport.SchemeHTTP && out.Body != nil {
+			// Only a chunked HTTP/1.1 body has a trailer section
+			// (RFC 9112 §7.1.2); the client's length is still enforced.
+			out.ContentLength = -1
 		}
+	}
+	if out.Body != nil && r.ContentLength != 0 {
+		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
@@ -153,14 +156,21 @@ func (p *prefixedBody) Read(b []byte) (int, error) {
 type trailerBody struct {
 	io.ReadCloser
 	src *http.Request
-	dst http.Header
+	dst *http.Header // the outgoing request's Trailer
 }
 
+// Read copies the received trailers, declared or not, into the outgoing
+// request at the end of the body. HTTP/2 backends get them all; HTTP/1.1
+// ones only with a chunked body (net/http), which a declared trailer or an
+// unknown length gives.
 func (t *trailerBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
-	if err == io.EOF {
-		for k := range t.dst {
-			t.dst[k] = t.src.Trailer[k]
+	if err == io.EOF && len(t.src.Trailer) > 0 {
+		if *t.dst == nil {
+			*t.dst = make(http.Header, len(t.src.Trailer))
+		}
+		for k, v := range t.src.Trailer {
+			(*t.dst)[k] = v
 		}
 	}
 	return n, err
@@ -180,9 +190,30 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	out, body := outgoing(ctx, r, b)
-	timer := time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
+	// As net/http's ResponseHeaderTimeout, the wait starts once the request
+	// is fully sent: a client still sending its body is not the backend's
+	// delay.
+	var mu sync.Mutex
+	var timer *time.Timer
+	done := false
+	startTimer := func() {
+		mu.Lock()
+		if !done && timer == nil {
+			timer = time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
+		}
+		mu.Unlock()
+	}
+	if body == nil {
+		startTimer()
+	} else {
+		body.onEOF = startTimer
+	}
 	resp, err := b.Transport.RoundTrip(out)
-	if !timer.Stop() && err == nil {
+	mu.Lock()
+	done = true
+	fired := timer != nil && !timer.Stop()
+	mu.Unlock()
+	if fired && err == nil {
 		// The timer fired just as headers arrived; the body is already canceled.
 		resp.Body.Close()
 		resp, err = nil, transport.ErrResponseHeaderTimeout

@@ -112,11 +112,17 @@ type watchedBody struct {
 	io.ReadCloser
 	failure atomic.Int32
 	closed  atomic.Bool // the transport closed the body: later errors are its own
+	// onEOF, when set, is called (from the transport's goroutine) when the
+	// body has been read to its end.
+	onEOF func()
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && !w.closed.Load() {
+	switch {
+	case err == io.EOF && w.onEOF != nil:
+		w.onEOF()
+	case err != nil && err != io.EOF && !w.closed.Load():
 		w.failure.CompareAndSwap(bodyOK, bodyErrorKind(err))
 	}
 	return n, err

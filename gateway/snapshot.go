@@ -134,7 +134,7 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 		reason = "no health_check configured" // membership alone decides
 	}
 	info := BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
-		Health: st.String(), HealthReason: reason, Eligible: b.Eligible(), Membership: m,
+		Health: st.String(), HealthReason: reason, Eligible: b.Eligible() && !b.Removed(), Membership: m,
 		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight(), Resolution: b.Resolution()}
 	if !till.IsZero() {
 		info.Ejected, info.EjectedUntil = true, &till

@@ -50,6 +50,7 @@ func checkDuplicateRoutes(top blk, ups []Upstream) {
 				methods[i] = strings.ToUpper(m)
 			}
 			slices.Sort(methods)
+			methods = slices.Compact(methods)
 			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + rt.PathPrefix + "|" + strings.Join(methods, ",")
 			if prev, dup := seen[key]; dup {
 				what := fmt.Sprintf("host %q and path_prefix %q", rt.Host, rt.PathPrefix)

@@ -5,6 +5,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -91,6 +92,7 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			methods[i] = strings.ToUpper(m)
 		}
 		sort.Strings(methods)
+		methods = slices.Compact(methods)
 		r.Methods = methods
 		key := fmt.Sprintf("%d|%s|%s|%s", r.kind, r.host, r.prefix, strings.Join(methods, ","))
 		if other, dup := seen[key]; dup {

@@ -38,6 +38,11 @@ upstream "api2" {
   route {
     host        = "api.example.com"
     path_prefix = "/v1"
+    methods     = ["GET", "get"]
+  }
+  route {
+    host        = "api.example.com"
+    path_prefix = "/v1"
     methods     = ["GET"]
   }
   backend "a" {
