@@ -53,7 +53,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		// own ("Go-http-client/1.1"): a proxy forwards the client's, or none.
 		h["User-Agent"] = emptyValue
 	}
-	u := &url.URL{Scheme: b.Scheme, Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	u := &url.URL{Scheme: b.Scheme, Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery, ForceQuery: r.URL.ForceQuery}
 	out := (&http.Request{
 		Method: r.Method, URL: u, Header: h, Host: r.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

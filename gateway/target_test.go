@@ -53,3 +53,15 @@ func TestInvalidPathIs400(t *testing.T) {
 		t.Fatalf("the backend received %d requests", n)
 	}
 }
+
+// TestEmptyQueryIsKept: "/x?" reaches the backend as "/x?", not "/x".
+func TestEmptyQueryIsKept(t *testing.T) {
+	got := make(chan string, 1)
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.RequestURI }))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	resp := h.get("/x?")
+	resp.Body.Close()
+	if uri := <-got; uri != "/x?" {
+		t.Fatalf("backend got %q, want /x?", uri)
+	}
+}
