@@ -31,7 +31,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusNotImplemented, transport.ReasonNotImplemented)
 		return
 	}
-	if !validRequestTarget(r.RequestURI) {
+	if r.RequestURI != "" && !validRequestTarget(r.RequestURI) { // "": built in process, not received
 		// A space, "#" or a bad escape: the backend would get a rewritten
 		// path, not the one sent (Go's url parser escapes it).
 		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)

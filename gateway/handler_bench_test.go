@@ -66,7 +66,7 @@ func benchHandler(b *testing.B, m *metrics.Metrics) {
 	u, _ := url.Parse("https://example.com/small?x=1")
 	b.ReportAllocs()
 	for b.Loop() {
-		r := &http.Request{Method: "GET", URL: u, Host: "example.com", Proto: "HTTP/3.0", ProtoMajor: 3,
+		r := &http.Request{Method: "GET", URL: u, RequestURI: "/small?x=1", Host: "example.com", Proto: "HTTP/3.0", ProtoMajor: 3,
 			Header:     http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}},
 			RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}
 		r = r.WithContext(b.Context())
