@@ -87,6 +87,9 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
 		spec.emit(result, index, now)
 	}
+	released := func(index uint64, result T) {
+		log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+	}
 	// answer applies a successful answer, through the resync rules.
 	answer := func(result T, index uint64, resync bool) {
 		now := time.Now()
@@ -96,7 +99,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		if !resyncUntil.IsZero() && now.Before(resyncUntil) && !spec.settles(result) {
 			out, held := spec.merge(last, result)
 			if !held && holding {
-				log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+				released(index, result)
 			}
 			if held && !holding {
 				log.Warn("consul's answer right after an outage or index reset lacks "+spec.noun+" it had; keeping them during the resync grace",
@@ -110,7 +113,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		}
 		switch {
 		case holding && now.Before(resyncUntil):
-			log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+			released(index, result)
 		case holding:
 			log.Warn("the resync grace ended and consul's answer still lacks the "+spec.noun+" kept; applying it",
 				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(result))

@@ -32,8 +32,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if r.RequestURI != "" && !validRequestTarget(r.RequestURI) { // "": built in process, not received
-		// A space, "#" or a bad escape: the backend would get a rewritten
-		// path, not the one sent (Go's url parser escapes it).
+		// A space or "#": the backend would get a rewritten path, not the
+		// one sent (Go's url parser escapes it).
 		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)
 		return
 	}

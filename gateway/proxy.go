@@ -88,7 +88,9 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 			out.ContentLength = -1
 		}
 	}
-	if out.Body != nil && r.ContentLength != 0 {
+	// HTTP/1.1 backends can only get declared trailers: net/http writes a
+	// trailer section only when the request had a Trailer map to start with.
+	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP) {
 		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -160,9 +162,8 @@ type trailerBody struct {
 }
 
 // Read copies the received trailers, declared or not, into the outgoing
-// request at the end of the body. HTTP/2 backends get them all; HTTP/1.1
-// ones only with a chunked body (net/http), which a declared trailer or an
-// unknown length gives.
+// request at the end of the body; what reaches the backend is up to its
+// transport (see outgoing).
 func (t *trailerBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if err == io.EOF && len(t.src.Trailer) > 0 {
