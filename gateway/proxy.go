@@ -77,7 +77,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	// Request trailers are forwarded once the body ends. quic-go moves the
 	// names the client declared (its Trailer field) into r.Trailer and
 	// replaces that map with the trailers it receives.
-	if len(r.Trailer) > 0 {
+	if len(r.Trailer) > 0 && out.Body != nil { // no body, no trailer section to send
 		out.Trailer = make(http.Header, len(r.Trailer))
 		for k := range r.Trailer {
 			out.Trailer[k] = nil

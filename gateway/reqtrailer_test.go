@@ -101,3 +101,28 @@ func TestResponseHeaderTimeoutStartsAfterTheBody(t *testing.T) {
 		})
 	}
 }
+
+// TestTrailersWithoutBody: a request that declares trailers but has no body
+// reaches an HTTP/2 backend as a complete request (its trailers dropped),
+// not as a stream left open until the response_header timeout blames the
+// backend.
+func TestTrailersWithoutBody(t *testing.T) {
+	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	uc := staticUpstream("u", "/", be)
+	uc.ResponseHeaderTimeout = time.Second
+	h := newHarness(t, uc)
+	req, _ := http.NewRequest("GET", h.base+"/", nil)
+	req.Trailer = http.Header{"X-T": nil}
+	req.Body = io.NopCloser(&trailerReader{r: strings.NewReader(""), req: req, trailer: http.Header{"X-T": {"1"}}})
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d %q, want 200", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+	}
+}

@@ -3,6 +3,7 @@ package hcl
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
@@ -61,6 +62,12 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 			b.errorf(r.Address, "", "Invalid address", "%s.", why)
 		}
 		c.Control.TokenFile = b.file(r.TokenFile)
+		if c.Control.TokenFile != "" {
+			// Never fail open: an empty token would switch authentication off.
+			if data, err := os.ReadFile(c.Control.TokenFile); err == nil && strings.TrimSpace(string(data)) == "" {
+				b.errorf(r.TokenFile, "", "Empty token file", "%q holds no token; the control API would be open.", c.Control.TokenFile)
+			}
+		}
 		c.Control.EnableDebug = b.boolean(r.EnableDebug, false)
 	}
 
