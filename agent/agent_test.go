@@ -433,7 +433,7 @@ func TestReloadAppliesControlToken(t *testing.T) {
 	expect("one", 401)
 	expect("two", 200)
 	os.WriteFile(tokenFile, []byte(" \n"), 0o600) // a rotation caught mid-write
-	if _, _, err := r.a.Reload(); err == nil || !strings.Contains(err.Error(), "is empty") {
+	if _, _, err := r.a.Reload(); err == nil || !strings.Contains(err.Error(), "holds no token") {
 		t.Fatalf("reload with an empty token file: %v", err)
 	}
 	expect("", 401)
