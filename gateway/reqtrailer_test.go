@@ -90,15 +90,21 @@ func TestResponseHeaderTimeoutStartsAfterTheBody(t *testing.T) {
 			req.Trailer = http.Header{}
 			req.Body = io.NopCloser(&trailerReader{r: strings.NewReader("12345"), req: req, pause: 600 * time.Millisecond})
 			req.ContentLength = 5
-			resp, err := h.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d %q, want 200", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
-			}
+			wantOK(t, h, req)
 		})
+	}
+}
+
+// wantOK sends req through h and requires a 200.
+func wantOK(t *testing.T, h *harness, req *http.Request) {
+	t.Helper()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d %q, want 200", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
 	}
 }
 
@@ -117,12 +123,5 @@ func TestTrailersWithoutBody(t *testing.T) {
 	req, _ := http.NewRequest("GET", h.base+"/", nil)
 	req.Trailer = http.Header{"X-T": nil}
 	req.Body = io.NopCloser(&trailerReader{r: strings.NewReader(""), req: req, trailer: http.Header{"X-T": {"1"}}})
-	resp, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d %q, want 200", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
-	}
+	wantOK(t, h, req)
 }
