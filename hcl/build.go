@@ -3,7 +3,6 @@ package hcl
 import (
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
@@ -55,21 +54,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	c.LogJSON = top.boolean(m.LogJSON, false)
 	c.DrainTimeout = top.duration(m.DrainTimeout, DefaultDrainTimeout, 0, 0)
 
-	if r := m.Control; r != nil {
-		b := top.child("control", r.DefRange)
-		c.Control.Address = b.str(r.Address, DefaultControlAddress)
-		if why := checkHostPort(c.Control.Address, true, true); why != "" {
-			b.errorf(r.Address, "", "Invalid address", "%s.", why)
-		}
-		c.Control.TokenFile = b.file(r.TokenFile)
-		if c.Control.TokenFile != "" {
-			// Never fail open: an empty token would switch authentication off.
-			if data, err := os.ReadFile(c.Control.TokenFile); err == nil && strings.TrimSpace(string(data)) == "" {
-				b.errorf(r.TokenFile, "", "Empty token file", "%q holds no token; the control API would be open.", c.Control.TokenFile)
-			}
-		}
-		c.Control.EnableDebug = b.boolean(r.EnableDebug, false)
-	}
+	c.Control = buildControl(top, m.Control)
 
 	if r := m.Telemetry; r != nil {
 		b := top.child("telemetry", r.DefRange)
@@ -99,6 +84,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	if c.Consul.CatalogEnabled() {
 		reserveCatalogNames(top, m.Upstreams)
 	}
+	fillRanges(c, m)
 	return c
 }
 

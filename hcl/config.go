@@ -226,6 +226,13 @@ type Control struct {
 	// EnableDebug serves Go's profiler under /debug/pprof/ (as Consul's
 	// enable_debug); off by default.
 	EnableDebug bool
+	// AllowUnauthenticated permits a non-loopback Address without
+	// TokenFile (default false: such a configuration is an error).
+	AllowUnauthenticated bool
+	// AddressRange and TokenFileRange are the source ranges of address and
+	// token_file (zero when absent), for errors found when binding or
+	// reading them.
+	AddressRange, TokenFileRange hcl2.Range
 }
 
 // Telemetry is the telemetry block.
@@ -255,6 +262,8 @@ type Listener struct {
 	TLS TLS
 	// Range is the listener block's definition range (`listener "NAME"`).
 	Range hcl2.Range
+	// AddressRange is the source range of address, for bind errors.
+	AddressRange hcl2.Range
 }
 
 // Upstream is an upstream "NAME" block: routes plus the backends they go to.
@@ -391,6 +400,9 @@ type TLS struct {
 	// InsecureSkipVerify disables peer verification (client side only;
 	// default false).
 	InsecureSkipVerify bool
+	// CAFileRange, CertFileRange and KeyFileRange are the source ranges of
+	// those values (zero when absent), for errors found when loading them.
+	CAFileRange, CertFileRange, KeyFileRange hcl2.Range
 }
 
 // Timeouts is upstream.timeouts; every value is > 0.

@@ -104,6 +104,8 @@ type rawControl struct {
 	Address     *hcl2.Attribute `hcl:"address,optional"`
 	TokenFile   *hcl2.Attribute `hcl:"token_file,optional"`
 	EnableDebug *hcl2.Attribute `hcl:"enable_debug,optional"`
+
+	AllowUnauthenticated *hcl2.Attribute `hcl:"allow_unauthenticated,optional"`
 }
 
 // rawTelemetry is the top-level telemetry block.
