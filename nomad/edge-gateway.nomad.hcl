@@ -1,9 +1,12 @@
 # impulse-agent as a Consul-registered edge gateway: one instance per client
 # node (system job), HTTP/3 on UDP 443, backends discovered from Consul.
 # Scale out by adding nodes; put DNS or an L4 (UDP) balancer in front.
-# The gateway registers itself in Consul (consul.register) with a TTL check
-# that mirrors its readiness, and deregisters before it drains on SIGTERM;
-# the control API stays on loopback.
+#
+# Nomad registers the gateway in Consul (service "impulse-edge") with
+# /v1/ready as its check, and deregisters it shutdown_delay before it sends
+# SIGTERM, so Consul stops sending new clients before the listeners drain.
+# /v1/ready answers without the control token (status only, no reasons), so
+# Consul's check needs no secret; every other endpoint needs the token.
 job "impulse-edge" {
   type = "system"
 
@@ -17,6 +20,24 @@ job "impulse-edge" {
       }
     }
 
+    service {
+      name     = "impulse-edge"
+      port     = "https"
+      provider = "consul"
+      tags     = ["h3"]
+      meta {
+        protocol = "http3"
+      }
+      check {
+        name     = "ready"
+        type     = "http"
+        port     = "control"
+        path     = "/v1/ready"
+        interval = "5s"
+        timeout  = "2s"
+      }
+    }
+
     task "impulse-agent" {
       driver = "exec"
 
@@ -27,28 +48,28 @@ job "impulse-edge" {
 
       # Build with `make build` and serve bin/impulse-agent from your artifact store.
       artifact {
-        source = "https://artifacts.example.internal/impulse-agent/impulse-agent"
-        mode   = "file"
+        source      = "https://artifacts.example.internal/impulse-agent/impulse-agent"
+        mode        = "file"
         destination = "local/impulse-agent"
       }
 
+      # The exec driver shares the host's network: Consul is reached where a
+      # default Consul agent listens, 127.0.0.1:8500, or at CONSUL_HTTP_ADDR
+      # when the node's environment sets it (no consul.address below).
       template {
-        destination = "local/gateway.hcl"
-        change_mode = "signal"
+        destination   = "local/gateway.hcl"
+        change_mode   = "signal"
         change_signal = "SIGHUP"
-        data = <<-EOT
+        data          = <<-EOT
           drain_timeout = "25s"
 
           consul {
-            address = "{{ env "attr.unique.network.ip-address" }}:8500"
-            register {
-              service = "impulse-edge"
-              tags    = ["h3"]
-            }
+            wait = "5m"
           }
 
           control {
-            address = "127.0.0.1:{{ env "NOMAD_PORT_control" }}"
+            address    = "{{ env "NOMAD_ADDR_control" }}"
+            token_file = "{{ env "NOMAD_SECRETS_DIR" }}/control-token"
           }
 
           listener "public" {
@@ -72,8 +93,9 @@ job "impulse-edge" {
         EOT
       }
 
-      # Your TLS material, e.g. from Vault or Nomad variables.
-      # A rotated certificate is picked up by a reload, without a restart.
+      # Your TLS material and control token, e.g. from Vault or Nomad
+      # variables. A rotated certificate or token is picked up by a reload,
+      # without a restart; an empty token file is refused (never fails open).
       template {
         destination   = "secrets/cert.pem"
         change_mode   = "signal"
@@ -86,10 +108,19 @@ job "impulse-edge" {
         change_signal = "SIGHUP"
         data          = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .key }}{{ end }}"
       }
+      template {
+        destination   = "secrets/control-token"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        data          = "{{ with nomadVar \"nomad/jobs/impulse-edge\" }}{{ .control_token }}{{ end }}"
+      }
 
-      # SIGTERM drains: GOAWAY, in-flight requests finish within drain_timeout.
-      kill_signal  = "SIGTERM"
-      kill_timeout = "30s"
+      # Consul stops routing here before SIGTERM; SIGTERM then drains
+      # (GOAWAY, in-flight requests finish within drain_timeout, 25s).
+      # kill_timeout stays within the client's max_kill_timeout (default 30s).
+      shutdown_delay = "5s"
+      kill_signal    = "SIGTERM"
+      kill_timeout   = "30s"
 
       resources {
         cpu    = 1000

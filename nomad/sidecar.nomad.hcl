@@ -1,5 +1,8 @@
 # impulse-agent as a sidecar: the application task serves plain HTTP/1.1 on
 # loopback, impulse-agent terminates HTTP/3 in front of it in the same group.
+# The control API listens on the host address so that Consul can run the
+# /v1/ready check (it answers without a token, status only); every other
+# endpoint, reload included, needs the token from the Nomad variable.
 job "app-with-impulse" {
   group "app" {
     network {
@@ -49,8 +52,10 @@ job "app-with-impulse" {
         change_mode   = "signal"
         change_signal = "SIGHUP"
         data          = <<-EOT
+          drain_timeout = "25s"
           control {
-            address = "{{ env "NOMAD_ADDR_control" }}"
+            address    = "{{ env "NOMAD_ADDR_control" }}"
+            token_file = "{{ env "NOMAD_SECRETS_DIR" }}/control-token"
           }
           listener "h3" {
             address = "{{ env "NOMAD_ADDR_h3" }}"
@@ -69,10 +74,19 @@ job "app-with-impulse" {
           }
         EOT
       }
+      # Never fails open: a missing variable renders an empty file, which
+      # the agent refuses.
+      template {
+        destination   = "secrets/control-token"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        data          = "{{ with nomadVar \"nomad/jobs/app-with-impulse\" }}{{ .control_token }}{{ end }}"
+      }
       # secrets/cert.pem and secrets/key.pem: template them as in
       # edge-gateway.nomad.hcl.
+      # drain_timeout (25s) < kill_timeout <= max_kill_timeout (Nomad's default 30s).
       kill_signal  = "SIGTERM"
-      kill_timeout = "35s"
+      kill_timeout = "30s"
       resources {
         cpu    = 500
         memory = 128
