@@ -7,7 +7,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -36,7 +35,8 @@ type Options struct {
 	// LogLevel and LogJSON override the configuration when set.
 	LogLevel string
 	LogJSON  *bool
-	// LogOutput receives logs (default os.Stderr).
+	// LogOutput receives logs (default os.Stderr). New and Run also report
+	// their own failures there, in the log's format, before returning them.
 	LogOutput io.Writer
 }
 
@@ -63,6 +63,7 @@ func (e *ConfigError) Error() string {
 type Agent struct {
 	opts Options
 	log  hclog.InterceptLogger
+	json bool // the log format is JSON
 	tel  *telemetry
 	gw   *gateway.Gateway
 	dev  *devEnv
@@ -92,24 +93,35 @@ type Agent struct {
 }
 
 // New loads the configuration and builds every component without binding a
-// socket. Errors: *ConfigError for invalid configuration; others for TLS
-// material or telemetry setup.
+// socket. Errors (also reported on LogOutput): *ConfigError for invalid
+// configuration and for TLS material that does not load (at cert_file,
+// key_file, ca_file); others for telemetry setup.
 func New(opts Options) (*Agent, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
 	}
 	a := &Agent{opts: opts}
+	a, err := a.build()
+	if err != nil {
+		a.closeDev()
+		a.reportStart(err)
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) build() (*Agent, error) {
+	opts := a.opts
 	if opts.Dev {
 		dev, err := startDev(opts.DevListener, opts.DevControl)
 		if err != nil {
-			return nil, err
+			return a, err
 		}
 		a.dev = dev
 	}
 	cfg, err := a.load()
 	if err != nil {
-		a.closeDev()
-		return nil, err
+		return a, err
 	}
 	level, json := cfg.LogLevel, cfg.LogJSON
 	if opts.LogLevel != "" {
@@ -118,29 +130,30 @@ func New(opts Options) (*Agent, error) {
 	if opts.LogJSON != nil {
 		json = *opts.LogJSON
 	}
-	a.log = newLogger(opts.LogOutput, level, json)
+	a.log, a.json = newLogger(opts.LogOutput, level, json), json
 	for _, w := range cfg.Warnings {
 		a.log.Warn("configuration", "warning", hcl.FormatDiagnostic(w))
 	}
-	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
-		a.closeDev()
-		return nil, err
-	}
 	gc, err := gatewayConfig(cfg)
 	if err != nil {
-		a.closeDev()
-		return nil, err
+		return a, err
+	}
+	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
+		return a, err
 	}
 	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
 	if a.gw, err = gateway.New(gc); err != nil {
-		a.closeDev()
-		return nil, err
+		return a, err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
 	a.catalog.Store(&catalogReport{})
 	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
 	return a, nil
 }
+
+// Logger is the agent's root logger (its format and level), for the command
+// line's own messages such as signals.
+func (a *Agent) Logger() hclog.Logger { return a.log }
 
 // load reads the configuration files, or the embedded -dev configuration.
 func (a *Agent) load() (*hcl.Config, error) {
@@ -164,25 +177,37 @@ func (a *Agent) load() (*hcl.Config, error) {
 
 // Run serves until ctx is done, then shuts down in order: readiness turns
 // 503, listeners send GOAWAY and drain for drain_timeout, discovery stops,
-// the control API closes last. Errors: a failure at start (bind, Consul
-// settings). A drain that runs out of time closes the remaining connections
-// and is logged, not an error: the shutdown itself completed.
+// the control API closes last. Errors (also reported on LogOutput): a
+// failure at start, as a *ConfigError where it has a place in the
+// configuration (a bind error at the listener's or the control API's
+// address, an unreadable token_file), else as it is (Consul settings). A
+// drain that runs out of time closes the remaining connections and is
+// logged, not an error: the shutdown itself completed. The -dev temporary
+// directory is removed on every return.
 func (a *Agent) Run(ctx context.Context) error {
+	err := a.run(ctx)
+	a.closeDev()
+	if err != nil {
+		a.reportStart(err)
+	}
+	return err
+}
+
+func (a *Agent) run(ctx context.Context) error {
 	a.mu.Lock()
 	cfg := a.cfg
 	a.mu.Unlock()
 
+	token, err := readToken(cfg.Control.TokenFile, cfg.Control.TokenFileRange)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Control.Address)
 	if err != nil {
-		return fmt.Errorf("agent: control API: %w", err)
+		return configErr(cfg.Control.AddressRange, "Cannot bind control address", "control address", err)
 	}
 	addr := ln.Addr()
 	a.controlAddr.Store(&addr)
-	token, err := readToken(cfg.Control.TokenFile)
-	if err != nil {
-		ln.Close()
-		return err
-	}
 	control := &http.Server{Handler: a.controlHandler(token, cfg.Control.EnableDebug), ReadHeaderTimeout: 10 * time.Second}
 	controlDone := make(chan struct{})
 	go func() {
@@ -196,7 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	listeners := a.base.Listeners
 	a.mu.Unlock()
-	err = a.gw.Start(ctx, listeners)
+	err = bindError(cfg, a.gw.Start(ctx, listeners))
 	if err == nil {
 		err = a.disc.apply(cfg, false)
 	}
@@ -209,7 +234,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = control.Close()
 		<-controlDone
 		_ = a.gw.Shutdown(context.Background())
-		a.closeDev()
 		return err
 	}
 	if a.dev != nil {
@@ -258,50 +282,60 @@ func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.S
 	defer ccancel()
 	_ = control.Shutdown(cctx)
 	<-controlDone
-	a.closeDev()
 	a.log.Info("stopped")
 	return nil
 }
 
 // Reload re-reads the configuration (SIGHUP, POST /v1/reload). On invalid
-// configuration it returns the diagnostics and keeps the running one.
-// Listener changes take effect, and control.token_file is read again (a
-// token added, rotated or removed applies at once); the control address and
-// debug endpoints, telemetry and the logger's format need a restart (a
-// warning says so).
+// configuration it returns the error and its diagnostics in validate's
+// one-line format (never empty when err is set) and keeps the running one;
+// after the graceful shutdown began it returns ErrDraining and does
+// nothing. Listener changes take effect, and control.token_file is read
+// again (a token added, rotated or removed applies at once); the control
+// address and debug endpoints, telemetry and the logger's format need a
+// restart (a warning says so).
 func (a *Agent) Reload() (generation uint64, diags []string, err error) {
+	if a.draining.Load() {
+		a.log.Warn("reload refused: the gateway is draining")
+		return a.generation(), nil, ErrDraining
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.draining.Load() { // shutdown began while waiting for the lock
+		a.log.Warn("reload refused: the gateway is draining")
+		return a.gen, nil, ErrDraining
+	}
+	if err := a.reloadLocked(); err != nil {
+		diags = diagLines(err)
+		for _, d := range diags {
+			a.log.Error("reload rejected; keeping the running configuration", "diagnostic", d)
+		}
+		return a.gen, diags, err
+	}
+	a.log.Info("configuration reloaded", "generation", a.gen)
+	return a.gen, nil, nil
+}
+
+func (a *Agent) reloadLocked() error {
 	cfg, err := a.load()
 	if err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			for _, d := range ce.Diags {
-				diags = append(diags, hcl.FormatDiagnostic(d))
-			}
-		}
-		a.log.Error("reload rejected; keeping the running configuration", "error", err)
-		return a.gen, diags, err
+		return err
 	}
 	base, err := gatewayConfig(cfg)
 	if err != nil {
-		a.log.Error("reload rejected; keeping the running configuration", "error", err)
-		return a.gen, nil, err
+		return err
 	}
-	token, err := readToken(cfg.Control.TokenFile)
+	token, err := readToken(cfg.Control.TokenFile, cfg.Control.TokenFileRange)
 	if err != nil {
-		a.log.Error("reload rejected; keeping the running configuration", "error", err)
-		return a.gen, nil, err
+		return err
 	}
 	if err := a.applyLocked(cfg, base, true); err != nil {
-		a.log.Error("reload rejected; keeping the running configuration", "error", err)
-		return a.gen, nil, err
+		return bindError(cfg, err)
 	}
 	a.base = base
 	a.controlToken.Store(&token)
 	oldCtl, newCtl := a.cfg.Control, cfg.Control
-	oldCtl.TokenFile, newCtl.TokenFile = "", ""
-	if oldCtl != newCtl || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
+	if oldCtl.Address != newCtl.Address || oldCtl.EnableDebug != newCtl.EnableDebug || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
 		a.log.Warn("reload: control.address, control.enable_debug, telemetry and log_json changes take effect after a restart")
 	}
 	if a.opts.LogLevel == "" {
@@ -309,8 +343,7 @@ func (a *Agent) Reload() (generation uint64, diags []string, err error) {
 	}
 	a.cfg = cfg
 	a.gen++
-	a.log.Info("configuration reloaded", "generation", a.gen)
-	return a.gen, nil, nil
+	return nil
 }
 
 // ControlAddr is the bound control API address once Run has started it.
@@ -327,27 +360,14 @@ func (a *Agent) closeDev() {
 	}
 }
 
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("agent: control token_file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		// Never fail open: an empty file (a rotation caught mid-write)
-		// would leave the control API without a token.
-		return "", fmt.Errorf("agent: control token_file %s is empty", path)
-	}
-	return token, nil
-}
-
 // ForceClose closes every listener and connection at once (clients see
 // H3_REQUEST_CANCELLED instead of waiting for an idle timeout): the forced
-// stop after a second signal, while a graceful Run is still draining.
-func (a *Agent) ForceClose() { a.gw.Close() }
+// stop after a second signal, while a graceful Run is still draining. It
+// also removes the -dev temporary directory: the process exits next.
+func (a *Agent) ForceClose() {
+	a.gw.Close()
+	a.closeDev()
+}
 
 // ListenerAddrs returns the bound UDP address of every running listener.
 func (a *Agent) ListenerAddrs() map[string]net.Addr { return a.gw.Addrs() }

@@ -3,6 +3,7 @@ package agent
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -12,8 +13,12 @@ import (
 )
 
 // controlHandler serves the control API (interface.md "Control API"). When a
-// token is set, every endpoint but /v1/health needs
-// "Authorization: Bearer <token>".
+// token is set, every endpoint but /v1/health and /v1/ready needs
+// "Authorization: Bearer <token>" (the scheme in any case, RFC 9110 §11.1).
+// /v1/ready without the token answers its status code and status only, no
+// reasons: health checkers (Consul, Nomad, load balancers) can probe it
+// without a secret, as Vault's sys/health and Nomad's agent/health, and
+// learn nothing about the upstreams.
 func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	mux := http.NewServeMux()
 	if debug {
@@ -29,6 +34,17 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/ready", func(w http.ResponseWriter, r *http.Request) {
 		ready, reasons, degraded := a.ready()
+		if !a.authorized(r) {
+			status, code := "ok", http.StatusOK
+			switch {
+			case !ready:
+				status, code = "not_ready", http.StatusServiceUnavailable
+			case len(degraded) > 0:
+				status = "degraded"
+			}
+			writeJSON(w, code, map[string]any{"ready": ready, "status": status})
+			return
+		}
 		switch {
 		case !ready:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "status": "not_ready", "reasons": reasons, "degraded": nonNilSlice(degraded)})
@@ -50,8 +66,15 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		gen, diags, err := a.Reload()
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error(), "diagnostics": diags})
+		switch {
+		case errors.Is(err, ErrDraining):
+			writeJSON(w, http.StatusConflict, map[string]any{"error": "the gateway is draining (shutting down); the configuration is not reloaded", "draining": true})
+			return
+		case err != nil:
+			if len(diags) == 0 {
+				diags = []string{err.Error()}
+			}
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid configuration; the running one stays", "diagnostics": diags})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"generation": gen})
@@ -64,16 +87,29 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token is read per request: a reload that adds, rotates or
 		// removes control.token_file applies at once.
-		if token := *a.controlToken.Load(); token != "" && r.URL.Path != "/v1/health" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="impulse-agent"`)
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
-				return
-			}
+		if r.URL.Path != "/v1/health" && r.URL.Path != "/v1/ready" && !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="impulse-agent"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
+			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r may use the control API: no token is
+// configured, or r carries "Authorization: Bearer <token>". The scheme is
+// case-insensitive (RFC 9110 §11.1) and may be followed by more than one
+// space; the token is compared in constant time.
+func (a *Agent) authorized(r *http.Request) bool {
+	token := *a.controlToken.Load()
+	if token == "" {
+		return true
+	}
+	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

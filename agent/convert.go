@@ -25,13 +25,15 @@ const ConsulWeightScale = 100
 const MetaScheme = "impulse-scheme"
 
 // gatewayConfig converts a validated configuration into the gateway's types,
-// loading TLS material from disk. Errors name the block that failed.
+// loading TLS material from disk (the consul block's too, so that a bad
+// file is refused before anything changes). Errors are *ConfigError
+// pointing at the file at fault (cert_file, key_file, ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 	var gc gateway.Config
 	for _, l := range c.Listeners {
-		cert, err := tls.LoadX509KeyPair(l.TLS.CertFile, l.TLS.KeyFile)
+		cert, err := loadKeyPair(&l.TLS, fmt.Sprintf("listener %q tls", l.Name))
 		if err != nil {
-			return gc, fmt.Errorf("%s: listener %q: tls: %w", l.Range, l.Name, err)
+			return gc, err
 		}
 		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
 			Name: l.Name, Address: l.Address,
@@ -44,6 +46,11 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 			return gc, err
 		}
 		gc.Upstreams = append(gc.Upstreams, uc)
+	}
+	if c.Consul != nil && c.Consul.TLS != nil {
+		if _, err := clientTLS(c.Consul.TLS, "consul tls"); err != nil {
+			return gc, err
+		}
 	}
 	return gc, nil
 }
@@ -69,9 +76,9 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 			BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
 	}
 	if u.TLS != nil {
-		tc, err := clientTLS(u.TLS)
+		tc, err := clientTLS(u.TLS, fmt.Sprintf("upstream %q tls", u.Name))
 		if err != nil {
-			return uc, fmt.Errorf("%s: upstream %q: tls: %w", u.Range, u.Name, err)
+			return uc, err
 		}
 		uc.TLS = tc
 	}
@@ -86,22 +93,23 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 
 // clientTLS builds the configuration for connections to HTTPS backends:
 // verification on unless insecure_skip_verify, ca_file replacing the system
-// roots, an optional client certificate.
-func clientTLS(t *hcl.TLS) (*tls.Config, error) {
+// roots, an optional client certificate. path is the block's field path
+// for errors (*ConfigError at ca_file, cert_file or key_file).
+func clientTLS(t *hcl.TLS, path string) (*tls.Config, error) {
 	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, err
+			return nil, configErr(t.CAFileRange, "Cannot read CA bundle", path+" ca_file", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s: no PEM certificates", t.CAFile)
+			return nil, configErr(t.CAFileRange, "Invalid CA bundle", path+" ca_file", fmt.Errorf("%s: no PEM certificates", t.CAFile))
 		}
 		tc.RootCAs = pool
 	}
 	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		cert, err := loadKeyPair(t, path)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -26,6 +29,7 @@ type devEnv struct {
 	dir      string
 	config   []byte
 	backends []*http.Server
+	once     sync.Once // close: from Run's return and from ForceClose
 }
 
 // devConfig is the embedded default configuration; %s are filled in with the
@@ -118,14 +122,48 @@ func (d *devEnv) announce(log hclog.Logger, addrs map[string]net.Addr) {
 		return
 	}
 	cert := filepath.Join(d.dir, "cert.pem")
-	log.Info("dev mode: try it", "command", fmt.Sprintf("impulse-agent probe -cacert %s https://%s/", cert, addr),
+	exe, _ := os.Executable()
+	cwd, _ := os.Getwd()
+	log.Info("dev mode: try it", "command", fmt.Sprintf("%s probe -cacert %s https://%s/", selfCommand(exe, cwd), cert, addr),
 		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, addr))
 }
 
-func (d *devEnv) close() {
-	for _, s := range d.backends {
-		_ = s.Close()
+// selfCommand is how a user runs this program again, as a shell command
+// prefix: the executable's path, or, when it is a binary that `go run`
+// built into the Go build cache or a temporary go-build directory (gone or
+// unknown to the user), "go run ./cmd/impulse-agent" when the working
+// directory is the repository root, else "go run <main package path>"
+// (which works anywhere inside the module).
+func selfCommand(exe, cwd string) string {
+	if exe == "" {
+		return "impulse-agent"
 	}
-	d.backends = nil
-	_ = os.RemoveAll(d.dir)
+	built := false
+	for _, part := range strings.Split(filepath.ToSlash(exe), "/") {
+		if strings.HasPrefix(part, "go-build") {
+			built = true
+		}
+	}
+	if !built {
+		return exe
+	}
+	if fi, err := os.Stat(filepath.Join(cwd, "cmd", "impulse-agent")); err == nil && fi.IsDir() {
+		return "go run ./cmd/impulse-agent"
+	}
+	pkg := "github.com/impulse-agent/impulse-agent/cmd/impulse-agent"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" {
+		pkg = bi.Path
+	}
+	return "go run " + pkg
+}
+
+// close stops the demo backends and removes the temporary directory; safe
+// to call more than once and concurrently.
+func (d *devEnv) close() {
+	d.once.Do(func() {
+		for _, s := range d.backends {
+			_ = s.Close()
+		}
+		_ = os.RemoveAll(d.dir)
+	})
 }

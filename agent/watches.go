@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
+	hcl2 "github.com/hashicorp/hcl/v2"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
@@ -358,7 +359,7 @@ func resolveToken(c *hcl.Consul) (string, error) {
 	}
 	b, err := os.ReadFile(c.TokenFile)
 	if err != nil {
-		return "", fmt.Errorf("agent: consul token_file: %w", err)
+		return "", configErr(c.TokenFileRange, "Cannot read token file", "consul token_file", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -372,6 +373,10 @@ func sameConsul(a, b hcl.Consul) bool {
 		tb = *b.TLS
 	}
 	a.TLS, b.TLS, a.Register, b.Register, a.Catalog, b.Catalog = nil, nil, nil, nil, nil, nil
+	// Source ranges move with unrelated edits; they are not settings.
+	a.TokenFileRange, b.TokenFileRange = hcl2.Range{}, hcl2.Range{}
+	ta.CAFileRange, ta.CertFileRange, ta.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
+	tb.CAFileRange, tb.CertFileRange, tb.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
 	return a == b && ta == tb
 }
 

@@ -28,6 +28,19 @@ type listener struct {
 	active atomic.Int64  // requests being handled
 }
 
+// ListenerError is a listener whose UDP socket could not be bound (address
+// in use, cannot assign the address, permission denied): Name is its
+// ListenerConfig.Name, Err the *net.OpError.
+type ListenerError struct {
+	Name string
+	Err  error
+}
+
+func (e *ListenerError) Error() string { return fmt.Sprintf("gateway: listener %q: %v", e.Name, e.Err) }
+
+// Unwrap returns the bind error.
+func (e *ListenerError) Unwrap() error { return e.Err }
+
 // startListener binds the UDP socket synchronously (so bind errors surface
 // here) and serves it in the background.
 func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
@@ -36,7 +49,7 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	}
 	conn, err := net.ListenPacket("udp", lc.Address)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		return nil, &ListenerError{Name: lc.Name, Err: err}
 	}
 	l := &listener{name: lc.Name, addr: lc.Address, conn: conn, done: make(chan struct{})}
 	l.tls.Store(lc.TLS)

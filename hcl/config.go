@@ -157,6 +157,9 @@ type Consul struct {
 	// TokenFile is a file holding the ACL token (`token_file`, default
 	// CONSUL_HTTP_TOKEN_FILE); it must exist when set in the file.
 	TokenFile string
+	// TokenFileRange is the source range of token_file (zero when it
+	// comes from the environment), for errors found when reading it.
+	TokenFileRange hcl2.Range
 	// Datacenter for queries; empty means the agent's own.
 	Datacenter string
 	// Wait is the blocking-query wait time, 1s..10m (default 5m).

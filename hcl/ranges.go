@@ -46,8 +46,11 @@ func fillRanges(c *Config, m *rawFile) {
 			clientTLSRanges(u.TLS, r.TLS)
 		}
 	}
-	if c.Consul != nil && c.Consul.TLS != nil && m.Consul != nil && m.Consul.TLS != nil {
-		clientTLSRanges(c.Consul.TLS, m.Consul.TLS)
+	if c.Consul != nil && m.Consul != nil {
+		c.Consul.TokenFileRange = rangeOf(m.Consul.TokenFile)
+		if c.Consul.TLS != nil && m.Consul.TLS != nil {
+			clientTLSRanges(c.Consul.TLS, m.Consul.TLS)
+		}
 	}
 }
 

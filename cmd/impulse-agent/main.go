@@ -9,11 +9,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/impulse-agent/impulse-agent/agent"
 	"github.com/impulse-agent/impulse-agent/hcl"
@@ -60,9 +63,15 @@ Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP relo
 `
 
 func runAgent(args []string, stderr io.Writer) int {
+	// Until the agent's logger exists, the command line's own messages
+	// follow -log-json too, so that every line of the output parses.
+	cli := newCLILog(stderr, wantsJSON(args))
 	fs := flag.NewFlagSet("impulse-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage, "\nFlags:\n"); fs.PrintDefaults() }
+	if cli.json {
+		fs.SetOutput(io.Discard) // the error is logged below; usage is text
+	}
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nFlags:\n"); fs.PrintDefaults() }
 	var opts agent.Options
 	var configs stringsFlag
 	fs.Var(&configs, "config", "configuration file or directory (repeatable)")
@@ -73,16 +82,23 @@ func runAgent(args []string, stderr io.Writer) int {
 	logJSON := fs.Bool("log-json", false, "log as JSON (overrides log_json)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			if cli.json {
+				fs.SetOutput(stderr)
+				fs.Usage()
+			}
 			return 0
+		}
+		if cli.json { // the flag package printed it otherwise
+			cli.usageError("%v", err)
 		}
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "impulse-agent: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+		cli.usageError("unexpected argument %q", fs.Arg(0))
 		return 2
 	}
 	if opts.Dev && len(configs) > 0 {
-		fmt.Fprintln(stderr, "impulse-agent: -dev and -config are mutually exclusive")
+		cli.usageError("-dev and -config are mutually exclusive")
 		return 2
 	}
 	fs.Visit(func(f *flag.Flag) {
@@ -93,47 +109,56 @@ func runAgent(args []string, stderr io.Writer) int {
 	switch opts.LogLevel {
 	case "", "trace", "debug", "info", "warn", "error":
 	default:
-		fmt.Fprintf(stderr, "impulse-agent: -log-level %q: want trace, debug, info, warn or error\n", opts.LogLevel)
+		cli.usageError("-log-level %q: want trace, debug, info, warn or error", opts.LogLevel)
 		return 2
 	}
 	opts.ConfigPaths = configs
 	opts.LogOutput = stderr
 
+	// Signals are caught from here on: one arriving while the agent starts
+	// still stops it through Run, which removes what -dev created.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	a, err := agent.New(opts)
 	if err != nil {
-		printError(stderr, err)
-		return 1
+		return 1 // New reported it, in the log's format
 	}
+	log := a.Logger()
+	// quic-go and net/http write some warnings with the standard library's
+	// log package: send them through the agent's logger and format.
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(log.StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	defer stopReclaim()
 	go reclaimWhenIdle(reclaimCtx)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	go func() {
 		var stopping time.Time
 		for s := range sigs {
 			switch {
 			case s == syscall.SIGHUP:
-				_, _, _ = a.Reload() // the agent logs the outcome
+				log.Info("signal received: reloading", "signal", s.String())
+				_, _, _ = a.Reload() // the agent logs the outcome (refused while draining)
 			case stopping.IsZero():
+				log.Info("signal received: draining and stopping", "signal", s.String())
 				stopping = time.Now()
 				cancel()
 			case time.Since(stopping) > time.Second:
 				// Within a second it is the same signal sent to the whole
 				// process group (timeout(1), some supervisors); later it is
 				// an operator insisting.
-				fmt.Fprintln(stderr, "impulse-agent: second signal, closing connections and exiting now")
+				log.Warn("second signal: closing connections and exiting now", "signal", s.String())
 				a.ForceClose()
 				os.Exit(1)
+			default:
+				log.Debug("signal ignored: the same signal to the process group", "signal", s.String())
 			}
 		}
 	}()
 	if err := a.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "impulse-agent: %v\n", err)
-		return 1
+		return 1 // Run reported it
 	}
 	return 0
 }
@@ -158,15 +183,4 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "configuration is valid: %d file(s), %d listener(s), %d upstream(s)\n", len(cfg.Files), len(cfg.Listeners), len(cfg.Upstreams))
 	return 0
-}
-
-// printError prints configuration diagnostics one per line as
-// file:line:column: summary: detail, other errors as one line.
-func printError(w io.Writer, err error) {
-	var ce *agent.ConfigError
-	if errors.As(err, &ce) {
-		_ = hcl.WriteDiagnosticLines(w, ce.Diags)
-		return
-	}
-	fmt.Fprintf(w, "impulse-agent: %v\n", err)
 }
