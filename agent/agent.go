@@ -198,13 +198,20 @@ func (a *Agent) run(ctx context.Context) error {
 	cfg := a.cfg
 	a.mu.Unlock()
 
+	// What New started (samplers, the discovery applier) stops on a
+	// failure before the control API is up.
+	abort := func(err error) error {
+		a.disc.stop()
+		_ = a.gw.Shutdown(context.Background())
+		return err
+	}
 	token, err := readToken(cfg.Control.TokenFile, cfg.Control.TokenFileRange)
 	if err != nil {
-		return err
+		return abort(err)
 	}
 	ln, err := net.Listen("tcp", cfg.Control.Address)
 	if err != nil {
-		return configErr(cfg.Control.AddressRange, "Cannot bind control address", "control address", err)
+		return abort(configErr(cfg.Control.AddressRange, "Cannot bind control address", "control address", err))
 	}
 	addr := ln.Addr()
 	a.controlAddr.Store(&addr)
