@@ -39,8 +39,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case "probe":
 			return runProbe(args[1:], stdin, stdout, stderr)
 		case "version", "-version", "--version":
-			fmt.Fprintf(stdout, "impulse-agent %s\n", version)
-			return 0
+			return runVersion(args[1:], stdout, stderr)
 		}
 	}
 	return runAgent(args, stderr)
@@ -163,12 +162,43 @@ func runAgent(args []string, stderr io.Writer) int {
 	return 0
 }
 
+// runVersion prints the version; -h prints its usage (exit 0), anything
+// else is a usage error (exit 2), as for the other commands.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: impulse-agent version\nPrints the version of this binary.") }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "impulse-agent version: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	fmt.Fprintf(stdout, "impulse-agent %s\n", version)
+	return 0
+}
+
+// runValidate implements `impulse-agent validate`: exit 0 when valid, 1 with
+// diagnostics, 2 on a usage error; -h prints its usage and exits 0.
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var configs stringsFlag
 	fs.Var(&configs, "config", "configuration file or directory (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: impulse-agent validate -config=PATH [-config=PATH ...] [PATH ...]")
+		fmt.Fprintln(stderr, "Checks the configuration without binding anything: exit 0 when valid, 1 with diagnostics (file:line:column: summary: field: message).")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	configs = append(configs, fs.Args()...)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,8 +172,12 @@ func parseProbeFlags(args []string, stderr io.Writer) (*probeOptions, int) {
 			return usage("-d @- (stdin) cannot be replayed with -n > 1; use -d @file")
 		}
 		if f, ok := strings.CutPrefix(o.data, "@"); ok && f != "-" {
-			if _, err := os.Stat(f); err != nil {
+			fi, err := os.Stat(f)
+			if err != nil {
 				return usage("-d: %v", err)
+			}
+			if fi.IsDir() {
+				return usage("-d @%s: is a directory; give a file, @- for stdin, or DATA", f)
 			}
 		}
 	}
@@ -205,7 +210,10 @@ func loadCAPool(file string) (*x509.CertPool, error) {
 // streamed from the file or stdin rather than buffered. Length -1 = unknown.
 func requestBody(o *probeOptions, stdin io.Reader) (io.ReadCloser, int64, error) {
 	switch {
-	case !o.hasData:
+	case !o.hasData, o.data == "":
+		// NoBody, not an empty reader: quic-go then sends
+		// content-length: 0 for POST/PUT/PATCH instead of a stream of
+		// unknown length.
 		return http.NoBody, 0, nil
 	case o.data == "@-":
 		return io.NopCloser(stdin), -1, nil
@@ -254,7 +262,7 @@ func probeOnce(tr *http3.Transport, o *probeOptions, stdin io.Reader, stdout, st
 			authority = req.URL.Host
 		}
 		fmt.Fprintf(stderr, "> %s %s HTTP/3\n> :authority: %s\n", req.Method, req.URL.RequestURI(), authority)
-		printHeaders(stderr, ">", req.Header)
+		printHeaders(stderr, ">", sentHeaders(req))
 		fmt.Fprintln(stderr, ">")
 	}
 	resp, err := tr.RoundTrip(req)
@@ -280,15 +288,49 @@ func probeOnce(tr *http3.Transport, o *probeOptions, stdin io.Reader, stdout, st
 	return resp.StatusCode, nil
 }
 
+// sentHeaders is the header section quic-go's http3 client sends for req
+// (http3/request_writer.go), for -v: connection-specific fields (RFC 9114
+// §4.2) and Host (sent as :authority) dropped, at most one User-Agent and
+// none when it is empty, and content-length when the length is known and
+// positive, or zero for POST, PUT and PATCH (as net/http does).
+func sentHeaders(req *http.Request) http.Header {
+	h := http.Header{}
+	for k, vv := range req.Header {
+		switch strings.ToLower(k) {
+		case "host", "content-length", "connection", "proxy-connection", "transfer-encoding", "upgrade", "keep-alive":
+			continue
+		case "user-agent":
+			if len(vv) == 0 || vv[0] == "" {
+				continue
+			}
+			vv = vv[:1]
+		}
+		h[k] = vv
+	}
+	length := req.ContentLength
+	if req.Body == nil || req.Body == http.NoBody {
+		length = 0
+	} else if length == 0 {
+		length = -1
+	}
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		if length == 0 {
+			h.Set("Content-Length", "0")
+		}
+	}
+	if length > 0 {
+		h.Set("Content-Length", strconv.FormatInt(length, 10))
+	}
+	return h
+}
+
 // printHeaders writes h curl-style, lower-cased (as on the HTTP/3 wire) and
 // sorted by name, one line per value.
 func printHeaders(w io.Writer, prefix string, h http.Header) {
 	byLower := func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) }
 	for _, k := range slices.SortedFunc(maps.Keys(h), byLower) {
 		for _, v := range h[k] {
-			if prefix == ">" && v == "" && strings.EqualFold(k, "User-Agent") {
-				continue // quic-go sends no User-Agent for an empty one
-			}
 			fmt.Fprintf(w, "%s %s: %s\n", prefix, strings.ToLower(k), v)
 		}
 	}
