@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -133,6 +134,7 @@ func runAgent(args []string, stderr io.Writer) int {
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	defer stopReclaim()
 	go reclaimWhenIdle(reclaimCtx)
+	var forced atomic.Bool
 	go func() {
 		var stopping time.Time
 		for s := range sigs {
@@ -149,6 +151,7 @@ func runAgent(args []string, stderr io.Writer) int {
 				// process group (timeout(1), some supervisors); later it is
 				// an operator insisting.
 				log.Warn("second signal: closing connections and exiting now", "signal", s.String())
+				forced.Store(true) // Run may return first: exit 1 there too
 				a.ForceClose()
 				os.Exit(1)
 			default:
@@ -156,8 +159,8 @@ func runAgent(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	if err := a.Run(ctx); err != nil {
-		return 1 // Run reported it
+	if err := a.Run(ctx); err != nil || forced.Load() {
+		return 1 // Run reported its error
 	}
 	return 0
 }

@@ -1,0 +1,28 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSelfCommand: the -dev "try it" command names the binary itself, or
+// `go run` when the binary is one that `go run` built (build cache or a
+// temporary go-build directory).
+func TestSelfCommand(t *testing.T) {
+	repo := t.TempDir()
+	os.MkdirAll(filepath.Join(repo, "cmd", "impulse-agent"), 0o755)
+	elsewhere := t.TempDir()
+	for _, tc := range []struct{ exe, cwd, want string }{
+		{"/usr/local/bin/impulse-agent", repo, "/usr/local/bin/impulse-agent"},
+		{"/tmp/go-build1234/b001/exe/impulse-agent", repo, "go run ./cmd/impulse-agent"},
+		{"/root/.cache/go-build/ab/abcdef-d/impulse-agent", repo, "go run ./cmd/impulse-agent"},
+		{"/tmp/go-build1234/b001/exe/impulse-agent", elsewhere, "go run "},
+		{"", repo, "impulse-agent"},
+	} {
+		if got := selfCommand(tc.exe, tc.cwd); !strings.HasPrefix(got, tc.want) || (tc.want == "go run " && got == tc.want) {
+			t.Errorf("selfCommand(%q, %q) = %q, want %q...", tc.exe, tc.cwd, got, tc.want)
+		}
+	}
+}
