@@ -250,3 +250,25 @@ func TestControlAuthorization(t *testing.T) {
 		t.Errorf("/v1/health without a token: %d", code)
 	}
 }
+
+// TestUnauthenticatedControlRefused: a control API on a non-loopback
+// address without token_file is refused at startup and by a reload, at
+// control.address; allow_unauthenticated = true permits it.
+func TestUnauthenticatedControlRefused(t *testing.T) {
+	open := strings.Replace(baseConfig, `address = "127.0.0.1:0"`, `address = "0.0.0.0:0"`, 1)
+	err, logs := startErr(t, open, nil, func() {})
+	if err == nil || !regexp.MustCompile(`gateway\.hcl:3:13: Unauthenticated control API: control address: "0\.0\.0\.0:0"`).MatchString(err.Error()) {
+		t.Fatalf("start: %v\n%s", err, logs)
+	}
+	r := start(t, baseConfig+catchAll(backend(t, "a").URL))
+	cfg, _ := os.ReadFile(r.cfg)
+	os.WriteFile(r.cfg, []byte(strings.Replace(string(cfg), `address = "127.0.0.1:0"`, `address = "0.0.0.0:0"`, 1)), 0o600)
+	code, body := r.control("POST", "/v1/reload", "")
+	if code != http.StatusBadRequest || !strings.Contains(body, "Unauthenticated control API") {
+		t.Fatalf("reload to 0.0.0.0 without a token: %d %s", code, body)
+	}
+	os.WriteFile(r.cfg, []byte(strings.Replace(string(cfg), `address = "127.0.0.1:0"`, "address = \"127.0.0.1:0\"\n  allow_unauthenticated = true", 1)), 0o600)
+	if code, body := r.control("POST", "/v1/reload", ""); code != http.StatusOK {
+		t.Fatalf("reload with allow_unauthenticated: %d %s", code, body)
+	}
+}
