@@ -273,6 +273,10 @@ func (a *Agent) run(ctx context.Context) error {
 
 func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.Server, controlDone chan struct{}) error {
 	a.draining.Store(true)
+	// A reload already past its draining check finishes before the drain
+	// starts; later ones see draining and are refused.
+	a.mu.Lock()
+	a.mu.Unlock() //nolint:staticcheck // an empty critical section: waiting for Reload is the point
 	if deregister != nil {
 		// Leave the catalog first: Consul stops sending new clients here
 		// before the listeners stop accepting.

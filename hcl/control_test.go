@@ -37,7 +37,9 @@ func TestControlSafeDefaults(t *testing.T) {
 		_, diags := Parse("c.hcl", []byte(src))
 		got := linesOf(diags)
 		if !tc.refused {
-			if diags.HasErrors() {
+			// Only the control block's own lines count: a file without
+			// a listener may be an error of its own.
+			if strings.Contains(got, "c.hcl:2:") || strings.Contains(got, "c.hcl:3:") {
 				t.Errorf("%s %s: unexpected errors:\n%s", tc.addr, tc.extra, got)
 			}
 			continue

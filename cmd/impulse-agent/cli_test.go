@@ -149,3 +149,30 @@ func TestWantsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRefusesOpenControl: validate reports a control API on a
+// non-loopback address without token_file as the error the agent refuses
+// to start with, at control.address.
+func TestValidateRefusesOpenControl(t *testing.T) {
+	dir := t.TempDir()
+	cert, _ := selfsigned.New("localhost")
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	os.WriteFile(certFile, cert.CertPEM, 0o600)
+	os.WriteFile(keyFile, cert.KeyPEM, 0o600)
+	// A complete configuration but for the control block.
+	rest := fmt.Sprintf("listener \"l\" {\n  address = \"127.0.0.1:0\"\n  tls {\n    cert_file = %q\n    key_file = %q\n  }\n}\n", certFile, keyFile) +
+		"upstream \"u\" {\n  route {}\n  backend \"b\" {\n    address = \"http://127.0.0.1:1\"\n  }\n}\n"
+	path := filepath.Join(dir, "open.hcl")
+	os.WriteFile(path, []byte("control {\n  address = \"0.0.0.0:9901\"\n}\n"+rest), 0o600)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"validate", "-config=" + path}, nil, &out, &errOut); code != 1 ||
+		!strings.HasPrefix(errOut.String(), path+":2:13: Unauthenticated control API: control address: \"0.0.0.0:9901\"") {
+		t.Fatalf("validate: exit %d\n%s", code, errOut.String())
+	}
+	os.WriteFile(path, []byte("control {\n  address = \"0.0.0.0:9901\"\n  allow_unauthenticated = true\n}\n"+rest), 0o600)
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"validate", "-config=" + path}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("validate with allow_unauthenticated: exit %d\n%s", code, errOut.String())
+	}
+}
