@@ -73,8 +73,13 @@ const (
 	DefaultLoadBalancing = "round_robin"
 	// DefaultPathPrefix is route.path_prefix when absent.
 	DefaultPathPrefix = "/"
-	// DefaultWeight is backend.weight when absent. Weights must be >= 1.
+	// DefaultWeight is backend.weight when absent. Weights are 1..MaxWeight.
 	DefaultWeight = 100
+	// MaxWeight is the largest backend.weight. Slow start multiplies a weight
+	// by up to slow_start's maximum (1h) in nanoseconds in int64 arithmetic,
+	// which stays exact below about 2.5 million; a million is far more
+	// resolution than any split needs.
+	MaxWeight = 1_000_000
 	// DefaultHealth is upstream.consul.health when absent.
 	DefaultHealth = "passing"
 	// DefaultDiscoveryScheme is upstream.consul.scheme when absent. interface.md
@@ -320,7 +325,7 @@ type Backend struct {
 	Host string
 	// Port is 1..65535 (80 or 443 when the address has none).
 	Port int
-	// Weight is >= 1 (default 100).
+	// Weight is 1..MaxWeight (default 100).
 	Weight int
 	// Range is the backend block's definition range.
 	Range hcl2.Range

@@ -91,11 +91,11 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("warnings %v files %v", cfg.Warnings, cfg.Files)
 	}
 
-	// An empty file gives Default().
-	empty := mustParse(t, "")
-	empty.Files = nil
-	if !reflect.DeepEqual(empty, Default()) {
-		t.Errorf("empty file = %+v, want %+v", empty, Default())
+	// A file with only a listener gives Default() plus the listener.
+	only := mustParse(t, testListener)
+	only.Files, only.Listeners = nil, nil
+	if !reflect.DeepEqual(only, Default()) {
+		t.Errorf("listener-only file = %+v, want %+v", only, Default())
 	}
 }
 
@@ -151,13 +151,20 @@ func TestDurations(t *testing.T) {
 		{`"5 s"`, 0, "Invalid duration"},
 		{`"five"`, 0, "Invalid duration"},
 		{`""`, 0, "Invalid duration"},
-		{`"-1s"`, 0, "must not be negative"},
+		{`"-1s"`, 0, `"-1s" is out of range (0s..2562047h47m16.854775807s)`},
+		{`"100000000h"`, 0, `Duration out of range: drain_timeout: "100000000h" is out of range (0s..2562047h47m16.854775807s)`},
+		{`"-100000000h"`, 0, "out of range (0s.."},
+		{`"2562047h47m16.854775807s"`, 1<<63 - 1, ""},
+		{`"1.5h"`, 90 * time.Minute, ""},
+		{`".5s"`, 500 * time.Millisecond, ""},
+		{`"1e3s"`, 0, "Invalid duration"},
+		{`"h"`, 0, "Invalid duration"},
 		{`30`, 0, "Invalid duration"},
 		{`true`, 0, "Invalid duration"},
 		{`["1s"]`, 0, "Invalid value type"},
 	}
 	for _, tt := range tests {
-		src := "drain_timeout = " + tt.val + "\n"
+		src := "drain_timeout = " + tt.val + "\n" + testListener
 		cfg, diags := Parse("d.hcl", []byte(src))
 		if tt.err == "" {
 			if diags.HasErrors() || cfg.DrainTimeout != tt.want {
@@ -173,7 +180,7 @@ func TestDurations(t *testing.T) {
 
 	// Bounded durations.
 	for val, ok := range map[string]bool{`"1s"`: true, `"10m"`: true, `"999ms"`: false, `"10m1s"`: false} {
-		_, diags := Parse("w.hcl", []byte("consul {\n  wait = "+val+"\n}\n"))
+		_, diags := Parse("w.hcl", []byte("consul {\n  wait = "+val+"\n}\n"+testListener))
 		if diags.HasErrors() == ok {
 			t.Errorf("wait = %s: %s", val, linesOf(diags))
 		}
@@ -184,7 +191,7 @@ func TestDurations(t *testing.T) {
   backend "a" { address = "x:1" }
   timeouts { `+zero+` = "0s" }
 }`)
-		if !strings.Contains(got, "greater than zero") || !strings.Contains(got, zero) {
+		if !strings.Contains(got, `"0s" is out of range (greater than 0s, at most 2562047h47m16.854775807s)`) || !strings.Contains(got, zero) {
 			t.Errorf("%s = 0s: %s", zero, got)
 		}
 	}
@@ -283,7 +290,7 @@ func TestConsulEnvironment(t *testing.T) {
 				v, ok := tt.env[k]
 				return v, ok
 			}
-			cfg, diags := l.Parse("c.hcl", []byte("consul {\n  "+tt.body+"\n}\n"))
+			cfg, diags := l.Parse("c.hcl", []byte("consul {\n  "+tt.body+"\n}\n"+testListener))
 			if tt.err != "" {
 				if got := linesOf(diags); !strings.Contains(got, tt.err) {
 					t.Errorf("diagnostics %q, want %q", got, tt.err)
@@ -309,7 +316,7 @@ func TestConsulEnvironment(t *testing.T) {
 		}
 		return "", false
 	}
-	cfg := mustParse(t, "consul {}\n")
+	cfg := mustParse(t, "consul {}\n"+testListener)
 	if cfg.Consul.Address != "from-env:8500" {
 		t.Errorf("address = %q", cfg.Consul.Address)
 	}
@@ -434,7 +441,7 @@ func TestFormatDiagnostics(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"Error: Invalid value", "on testdata/bad/weight_zero.hcl line 13", `weight  = 0`, `backend "a" weight: must be at least 1`} {
+	for _, want := range []string{"Error: Value out of range", "on testdata/bad/weight_zero.hcl line 13", `weight  = 0`, `backend "a" weight: 0 is out of range (1..1000000)`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}

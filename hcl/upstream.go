@@ -97,7 +97,14 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		b.blockErrorf("Missing route", "an upstream needs at least one route block.")
 	}
 	for _, rr := range r.Routes {
-		u.Routes = append(u.Routes, buildRoute(b.child("route", rr.DefRange), rr))
+		// A route with an invalid value is reported once and dropped: kept
+		// with its defaults it would collide with other routes and add a
+		// false "Duplicate route" error.
+		before := b.errCount()
+		rt := buildRoute(b.child("route", rr.DefRange), rr)
+		if b.errCount() == before {
+			u.Routes = append(u.Routes, rt)
+		}
 	}
 
 	names := map[string]hcl2.Range{}
@@ -204,7 +211,7 @@ func buildBackend(b blk, r *rawBackend) Backend {
 		}
 		be.Scheme, be.Host, be.Port = scheme, host, port
 	}
-	be.Weight = b.intAtLeast(r.Weight, DefaultWeight, 1)
+	be.Weight, _ = b.integer(r.Weight, DefaultWeight, 1, MaxWeight)
 	return be
 }
 
@@ -237,8 +244,8 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 		Path:               DefaultHealthCheckPath,
 		Interval:           interval,
 		Timeout:            timeout,
-		HealthyThreshold:   b.intAtLeast(r.HealthyThreshold, DefaultHealthyThreshold, 1),
-		UnhealthyThreshold: b.intAtLeast(r.UnhealthyThreshold, DefaultUnhealthyThreshold, 1),
+		HealthyThreshold:   b.count(r.HealthyThreshold, DefaultHealthyThreshold),
+		UnhealthyThreshold: b.count(r.UnhealthyThreshold, DefaultUnhealthyThreshold),
 		UnknownIsHealthy:   b.boolean(r.UnknownIsHealthy, true),
 	}
 	if p, ok := b.strOK(r.Path, DefaultHealthCheckPath); ok {
@@ -264,16 +271,9 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 
 func buildOutlierDetection(b blk, r *rawOutlierDetection) *OutlierDetection {
 	o := &OutlierDetection{
-		ConsecutiveFailures: b.intAtLeast(r.ConsecutiveFailures, DefaultConsecutiveFailures, 1),
+		ConsecutiveFailures: b.count(r.ConsecutiveFailures, DefaultConsecutiveFailures),
 		BaseEjectionTime:    b.duration(r.BaseEjectionTime, DefaultBaseEjectionTime, positive, 0),
-		MaxEjectionPercent:  DefaultMaxEjectionPercent,
 	}
-	if n, ok := b.integer(r.MaxEjectionPercent, DefaultMaxEjectionPercent); ok {
-		if n < 0 || n > 100 {
-			b.errorf(r.MaxEjectionPercent, "", "Invalid value", "must be between 0 and 100; got %d.", n)
-		} else {
-			o.MaxEjectionPercent = n
-		}
-	}
+	o.MaxEjectionPercent, _ = b.integer(r.MaxEjectionPercent, DefaultMaxEjectionPercent, 0, 100)
 	return o
 }
