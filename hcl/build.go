@@ -9,10 +9,11 @@ import (
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
 
-// Default returns the configuration that an empty file produces: the package
+// Default returns the top-level defaults every load starts from: the package
 // defaults (DefaultLogLevel, DefaultDrainTimeout, DefaultControlAddress,
 // DefaultPrometheusRetention, DefaultDisableHostname), no Consul, no
-// listeners and no upstreams.
+// listeners and no upstreams. It is not a valid configuration by itself:
+// Load and Parse require at least one listener.
 func Default() *Config {
 	return &Config{
 		LogLevel:     DefaultLogLevel,

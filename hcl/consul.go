@@ -142,7 +142,6 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 				rb.errorf(g.Address, "", "Invalid address", "%s; use a host or host:port.", why)
 			}
 		}
-		b.unsupported("consul.register", g.DefRange)
 	}
 	if r.Catalog != nil {
 		c.Catalog = buildCatalog(b.child("catalog", r.Catalog.DefRange), r.Catalog)

@@ -95,6 +95,7 @@ func TestGoodWarnings(t *testing.T) {
 	tests := map[string][]string{
 		"testdata/good/full.hcl":        nil,
 		"testdata/good/minimal.hcl":     nil,
+		"testdata/good/implemented.hcl": nil,
 		"testdata/good/unsupported.hcl": {"telemetry dogstatsd"},
 	}
 	for path, want := range tests {

@@ -454,7 +454,8 @@ func TestFormatDiagnostics(t *testing.T) {
 }
 
 func TestNotYetSupported(t *testing.T) {
-	if !NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") {
+	if !NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") ||
+		NotYetSupported("load_balancing.ewma") || NotYetSupported("upstream.hash_on") || NotYetSupported("telemetry.statsd_address") {
 		t.Error("NotYetSupported table is off")
 	}
 }
@@ -466,8 +467,14 @@ func TestFullExample(t *testing.T) {
 	}
 	c := cfg.Consul
 	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale || c.ResyncGrace != 30*time.Second ||
-		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" {
+		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" ||
+		c.MaxStaleness != 2*DefaultConsulWait || c.Catalog == nil || c.CatalogEnabled() || c.Catalog.TagPrefix != DefaultCatalogTagPrefix {
 		t.Errorf("consul = %+v", c)
+	}
+	// Every value the file writes is the default, except where its comments
+	// say otherwise (route host, catalog enabled, the listener).
+	if d := Default(); cfg.LogLevel != d.LogLevel || cfg.DrainTimeout != d.DrainTimeout || cfg.Control != d.Control || cfg.Telemetry != d.Telemetry {
+		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
 	if l.Name != "public" || l.Address != "0.0.0.0:8443" || l.Protocol != "http3" ||
@@ -478,11 +485,13 @@ func TestFullExample(t *testing.T) {
 	if u.Name != "web" || u.Routes[0].Host != "web.example.com" || len(u.Routes[0].Methods) != 0 ||
 		u.Backends[0].Scheme != "http" || u.Backends[0].Port != 8080 || u.Backends[0].Weight != 100 ||
 		u.Consul.Service != "web" || u.Consul.Scheme != "https" || u.Consul.Health != "passing" ||
-		u.HealthCheck.Path != "/health" || u.OutlierDetection.MaxEjectionPercent != 50 ||
-		u.TLS == nil || u.Timeouts != DefaultTimeouts() {
+		*u.HealthCheck != (HealthCheck{Path: DefaultHealthCheckPath, Interval: DefaultHealthCheckInterval, Timeout: DefaultHealthCheckTimeout,
+			HealthyThreshold: DefaultHealthyThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold, UnknownIsHealthy: true}) ||
+		*u.OutlierDetection != (OutlierDetection{DefaultConsecutiveFailures, DefaultBaseEjectionTime, DefaultMaxEjectionPercent}) ||
+		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 50 || u.Routes[0].Range.Start.Line != 54 || u.Backends[0].Range.Start.Line != 60 {
+	if u.Range.Start.Line != 62 || u.Routes[0].Range.Start.Line != 67 || u.Backends[0].Range.Start.Line != 73 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

@@ -11,8 +11,7 @@ import (
 )
 
 // loadBalancingPolicies are the accepted upstream.load_balancing values
-// (interface.md). Whether the gateway implements one is decided by
-// notYetSupported, not here.
+// (interface.md); the gateway implements each (gateway/balance).
 var loadBalancingPolicies = []string{"round_robin", "random", "least_request", "consistent_hash", "ewma"}
 
 // buildUpstreams converts the upstream blocks; names are unique.
@@ -73,9 +72,6 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	lbBefore := b.errCount()
 	u.LoadBalancing = b.oneOf(r.LoadBalancing, DefaultLoadBalancing, loadBalancingPolicies...)
 	lbValid := b.errCount() == lbBefore
-	if r.LoadBalancing != nil {
-		b.unsupported("load_balancing."+u.LoadBalancing, r.LoadBalancing.Expr.Range())
-	}
 	hashOn, hashOK := b.strOK(r.HashOn, "")
 	u.HashOn = hashOn
 	switch {
@@ -84,9 +80,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	case hashOn != "":
 		if why := checkHashOn(hashOn); why != "" {
 			b.errorf(r.HashOn, "", "Invalid hash_on", "%s.", why)
-			break
 		}
-		b.unsupported("upstream.hash_on", r.HashOn.Expr.Range())
 	case u.LoadBalancing == "consistent_hash" && (r.HashOn == nil || hashOK):
 		b.errorf(r.HashOn, "hash_on", "Missing hash_on", "load_balancing = \"consistent_hash\" needs hash_on (header:NAME, cookie:NAME, query:NAME, path, authority or client_ip).")
 	}
@@ -128,11 +122,9 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 	if r.HealthCheck != nil {
 		u.HealthCheck = buildHealthCheck(b.child("health_check", r.HealthCheck.DefRange), r.HealthCheck)
-		b.unsupported("upstream.health_check", r.HealthCheck.DefRange)
 	}
 	if r.OutlierDetection != nil {
 		u.OutlierDetection = buildOutlierDetection(b.child("outlier_detection", r.OutlierDetection.DefRange), r.OutlierDetection)
-		b.unsupported("upstream.outlier_detection", r.OutlierDetection.DefRange)
 	}
 	if r.TLS != nil {
 		u.TLS = buildClientTLS(b, r.TLS)
