@@ -101,7 +101,7 @@ func (l *Loader) Load(paths []string) (*Config, hcl2.Diagnostics) {
 			diags = append(diags, &hcl2.Diagnostic{
 				Severity: hcl2.DiagError,
 				Summary:  "Empty configuration directory",
-				Detail:   fmt.Sprintf("%s: no *.hcl or *.json files in the directory.", p),
+				Detail:   fmt.Sprintf("%s: no *.hcl or *.json files in the directory (names starting with \".\" are skipped).", p),
 			})
 		}
 	}
