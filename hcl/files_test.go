@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -111,6 +112,14 @@ func TestDanglingSymlink(t *testing.T) {
 	_, diags := Load([]string{filepath.Join(dir, "missing.hcl")})
 	if got := linesOf(diags); !strings.Contains(got, `Cannot read configuration: cannot read "`+filepath.Join(dir, "missing.hcl")+`": no such file or directory.`) {
 		t.Errorf("missing file: %s", got)
+	}
+	// A file that exists but cannot be read (tests often run as root, for
+	// whom permissions never fail; /proc/self/mem fails at offset 0).
+	if runtime.GOOS == "linux" {
+		_, diags := Load([]string{"/proc/self/mem"})
+		if got := linesOf(diags); !strings.Contains(got, `Cannot read configuration: cannot read "/proc/self/mem": input/output error.`) {
+			t.Errorf("unreadable file: %s", got)
+		}
 	}
 }
 

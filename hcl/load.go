@@ -109,12 +109,19 @@ func (l *Loader) Load(paths []string) (*Config, hcl2.Diagnostics) {
 	m := newMerger()
 	m.unparsed = diags.HasErrors() // a path that could not be read
 	for _, f := range files {
+		// Read here rather than by hclparse, whose message drops the OS reason.
+		src, err := os.ReadFile(f)
+		if err != nil {
+			diags = append(diags, fileError(f, "Cannot read configuration", err))
+			m.unparsed = true
+			continue
+		}
 		var file *hcl2.File
 		var ds hcl2.Diagnostics
 		if isJSON(f) {
-			file, ds = l.parser.ParseJSONFile(f)
+			file, ds = l.parser.ParseJSON(src, f)
 		} else {
-			file, ds = l.parser.ParseHCLFile(f)
+			file, ds = l.parser.ParseHCL(src, f)
 		}
 		diags = append(diags, ds...)
 		if ds.HasErrors() || file == nil {
@@ -297,7 +304,7 @@ func fileError(path, summary string, err error) *hcl2.Diagnostic {
 	return &hcl2.Diagnostic{
 		Severity: hcl2.DiagError,
 		Summary:  summary,
-		Detail:   fmt.Sprintf("%s: %v.", path, unwrapPathError(err)),
+		Detail:   fmt.Sprintf("cannot read %q: %v.", path, unwrapPathError(err)),
 	}
 }
 
