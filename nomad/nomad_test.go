@@ -79,6 +79,8 @@ func TestJobSpecs(t *testing.T) {
 		t.Fatal("no job specs")
 	}
 	hcl.LookupEnv = func(string) (string, bool) { return "", false } // a node without CONSUL_HTTP_*
+	// The configuration check loads the certificate and key: they must be
+	// real and match.
 	dir := t.TempDir()
 	cert, err := selfsigned.New("localhost")
 	if err != nil {
