@@ -101,8 +101,7 @@ func New(opts Options) (*Agent, error) {
 		opts.LogOutput = os.Stderr
 	}
 	a := &Agent{opts: opts}
-	a, err := a.build()
-	if err != nil {
+	if err := a.build(); err != nil {
 		a.closeDev()
 		a.reportStart(err)
 		return nil, err
@@ -110,18 +109,19 @@ func New(opts Options) (*Agent, error) {
 	return a, nil
 }
 
-func (a *Agent) build() (*Agent, error) {
+// build is New once the options are defaulted.
+func (a *Agent) build() error {
 	opts := a.opts
 	if opts.Dev {
 		dev, err := startDev(opts.DevListener, opts.DevControl)
 		if err != nil {
-			return a, err
+			return err
 		}
 		a.dev = dev
 	}
 	cfg, err := a.load()
 	if err != nil {
-		return a, err
+		return err
 	}
 	level, json := cfg.LogLevel, cfg.LogJSON
 	if opts.LogLevel != "" {
@@ -136,19 +136,19 @@ func (a *Agent) build() (*Agent, error) {
 	}
 	gc, err := gatewayConfig(cfg)
 	if err != nil {
-		return a, err
+		return err
 	}
 	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
-		return a, err
+		return err
 	}
 	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
 	if a.gw, err = gateway.New(gc); err != nil {
-		return a, err
+		return err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
 	a.catalog.Store(&catalogReport{})
 	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
-	return a, nil
+	return nil
 }
 
 // Logger is the agent's root logger (its format and level), for the command
