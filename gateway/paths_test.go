@@ -55,6 +55,13 @@ func rawGet(t *testing.T, conn *quic.Conn, p string) (status, body string, err e
 		t.Fatal(err)
 	}
 	str.Close()
+	return readRawResponse(t, str)
+}
+
+// readRawResponse reads a whole response stream: its :status and body, or
+// the stream error.
+func readRawResponse(t *testing.T, str *quic.Stream) (status, body string, err error) {
+	t.Helper()
 	raw, err := io.ReadAll(str)
 	if err != nil {
 		return "", "", err
@@ -67,11 +74,11 @@ func rawGet(t *testing.T, conn *quic.Conn, p string) (status, body string, err e
 		}
 		n, err := quicvarint.Read(r)
 		if err != nil {
-			t.Fatalf("%q: truncated frame", p)
+			t.Fatal("truncated frame")
 		}
 		payload := make([]byte, n)
 		if _, err := io.ReadFull(r, payload); err != nil {
-			t.Fatalf("%q: truncated frame", p)
+			t.Fatal("truncated frame")
 		}
 		switch typ {
 		case 0x01: // HEADERS
