@@ -27,7 +27,7 @@ const MetaScheme = "impulse-scheme"
 // gatewayConfig converts a validated configuration into the gateway's types,
 // loading TLS material from disk. Errors name the block that failed.
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
-	var gc gateway.Config
+	gc := gateway.Config{Paths: pathOptions(c.Paths)}
 	for _, l := range c.Listeners {
 		cert, err := tls.LoadX509KeyPair(l.TLS.CertFile, l.TLS.KeyFile)
 		if err != nil {

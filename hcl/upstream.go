@@ -177,14 +177,20 @@ func checkPathPrefix(p string) string {
 		return fmt.Sprintf("must not contain a query or fragment; got %q", p)
 	case strings.Contains(p, "//"):
 		return fmt.Sprintf("must not contain an empty segment (\"//\"); got %q", p)
+	case strings.Contains(p, "\\"):
+		return fmt.Sprintf("must not contain a backslash; got %q", p)
 	}
 	for _, seg := range strings.Split(p, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Sprintf("must not contain a %q segment; got %q", seg, p)
+		if s, err := url.PathUnescape(seg); err == nil && (s == "." || s == "..") {
+			return fmt.Sprintf("must not contain a %q segment; got %q", s, p)
 		}
 	}
-	if _, err := url.PathUnescape(p); err != nil {
+	s, err := url.PathUnescape(p)
+	if err != nil {
 		return fmt.Sprintf("has an invalid percent-encoding; got %q", p)
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return fmt.Sprintf("must not contain a control byte; got %q", p)
 	}
 	return ""
 }

@@ -4,6 +4,7 @@
 package route
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -78,6 +79,9 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q must start with \"/\"", d.Upstream, d.PathPrefix)
 		}
 		prefix, err := NormalizePath(d.PathPrefix, PathOptions{EscapedSlashes: EscapedSlashesKeep})
+		if err == nil && strings.Count(prefix, "/") != strings.Count(d.PathPrefix, "/") {
+			err = errors.New("dot-segments") // "/a/%2E%2E" would silently become "/"
+		}
 		if err != nil {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
 		}
