@@ -30,14 +30,14 @@ func TestPathSettings(t *testing.T) {
 // the request's normalised path, so one that normalisation would change in
 // meaning is an error at its source position.
 func TestPathPrefixMustBeNormal(t *testing.T) {
-	for _, p := range []string{"/a/%2e%2E", "/a/./b", "/a\\b", "/a%00", "/a%zz", "/a//b", "a"} {
+	for _, p := range []string{"/a/%2e%2E", "/a/./b", "/a\\b", "/a%00", "/a%0d%0a", "/a b", "/a%zz", "/a//b", "a"} {
 		src := "upstream \"u\" {\n  route { path_prefix = \"" + strings.ReplaceAll(p, "\\", "\\\\") + "\" }\n  backend \"b\" { address = \"http://127.0.0.1:1\" }\n}\n"
 		_, diags := Parse("t.hcl", []byte(src))
 		if !diags.HasErrors() || !strings.Contains(linesOf(diags), "t.hcl:2:") || !strings.Contains(linesOf(diags), "Invalid path_prefix") {
 			t.Errorf("path_prefix %q: %s", p, linesOf(diags))
 		}
 	}
-	for _, p := range []string{"/", "/api/", "/%7Eu", "/caf%C3%A9", "/a;v=1", "/a/.well-known"} {
+	for _, p := range []string{"/", "/api/", "/%7Eu", "/caf%C3%A9", "/a;v=1", "/a/.well-known", "/a%20b"} {
 		src := "upstream \"u\" {\n  route { path_prefix = \"" + p + "\" }\n  backend \"b\" { address = \"http://127.0.0.1:1\" }\n}\n"
 		if _, diags := Parse("t.hcl", []byte(src)); strings.Contains(linesOf(diags), "path_prefix") {
 			t.Errorf("path_prefix %q: %s", p, linesOf(diags))

@@ -179,6 +179,8 @@ func checkPathPrefix(p string) string {
 		return fmt.Sprintf("must not contain an empty segment (\"//\"); got %q", p)
 	case strings.Contains(p, "\\"):
 		return fmt.Sprintf("must not contain a backslash; got %q", p)
+	case strings.ContainsFunc(p, isControlOrSpace):
+		return fmt.Sprintf("must not contain spaces or control characters; got %q", p)
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if s, err := url.PathUnescape(seg); err == nil && (s == "." || s == "..") {
@@ -189,11 +191,13 @@ func checkPathPrefix(p string) string {
 	if err != nil {
 		return fmt.Sprintf("has an invalid percent-encoding; got %q", p)
 	}
-	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-		return fmt.Sprintf("must not contain a control byte; got %q", p)
+	if strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c == 0x7f }) { // "%20" is fine
+		return fmt.Sprintf("must not contain an encoded control byte; got %q", p)
 	}
 	return ""
 }
+
+func isControlOrSpace(c rune) bool { return c <= ' ' || c == 0x7f }
 
 func buildBackend(b blk, r *rawBackend) Backend {
 	be := Backend{Name: r.Name, Range: r.DefRange}
