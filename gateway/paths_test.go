@@ -100,7 +100,8 @@ func readRawResponse(t *testing.T, str *quic.Stream) (status, body string, err e
 // a client asking for the normalised path directly gets.
 func TestPathNormalisationRouting(t *testing.T) {
 	var s seen
-	api, admin, root := newH1Backend(t, s.handler("api")), newH1Backend(t, s.handler("admin")), newH1Backend(t, s.handler("root"))
+	// admin is an HTTP/2 backend: both protocols get the normal form.
+	api, admin, root := newH1Backend(t, s.handler("api")), newH2Backend(t, s.handler("admin")), newH1Backend(t, s.handler("root"))
 	h := newHarness(t, staticUpstream("api", "/api/", api), staticUpstream("admin", "/admin", admin), staticUpstream("root", "/", root))
 	conn := dialRaw(t, h)
 	forwardAsSent := route.PathOptions{ForwardAsSent: true}
