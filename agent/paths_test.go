@@ -11,7 +11,17 @@ import (
 // escaped_slashes arrive in gateway.Config.Paths; the defaults are the
 // gateway's zero value.
 func TestPathOptionsReachTheGateway(t *testing.T) {
-	cfg, diags := hcl.Parse("t.hcl", []byte("normalize_path = false\nmerge_slashes = true\nescaped_slashes = \"unescape\"\n"))
+	cfg, diags := hcl.Parse("t.hcl", []byte(`normalize_path = false
+merge_slashes = true
+escaped_slashes = "unescape"
+listener "l" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "../hcl/testdata/certs/cert.pem"
+    key_file  = "../hcl/testdata/certs/key.pem"
+  }
+}
+`))
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}

@@ -189,6 +189,12 @@ func normalizeRouteHost(s string) (string, string) {
 		return "", ""
 	}
 	h := strings.ToLower(s)
+	if scheme, rest, ok := strings.Cut(h, "://"); ok {
+		return "", fmt.Sprintf("%q: host must not include a scheme (%s://); the route matches the request's host only, as in %q", s, scheme, strings.SplitN(rest, "/", 2)[0])
+	}
+	if i := strings.IndexAny(h, "/?#"); i >= 0 {
+		return "", fmt.Sprintf("%q: host must not include a path, query or fragment; use path_prefix for the path", s)
+	}
 	if strings.HasPrefix(h, "*.") {
 		rest := h[2:]
 		if strings.Contains(rest, "*") || !validHostname(rest) {

@@ -9,10 +9,11 @@ import (
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
 
-// Default returns the configuration that an empty file produces: the package
+// Default returns the top-level defaults every load starts from: the package
 // defaults (DefaultLogLevel, DefaultDrainTimeout, DefaultControlAddress,
 // DefaultPrometheusRetention, DefaultDisableHostname), no Consul, no
-// listeners and no upstreams.
+// listeners and no upstreams. It is not a valid configuration by itself:
+// Load and Parse require at least one listener.
 func Default() *Config {
 	return &Config{
 		LogLevel:     DefaultLogLevel,
@@ -120,8 +121,8 @@ func (b blk) sinkAddress(a *hcl2.Attribute, feature string) string {
 }
 
 // buildListeners converts the listener blocks: unique names, a valid
-// host:port, protocol http3, a tls block with existing cert_file and key_file,
-// and no two listeners on the same UDP address.
+// host:port, protocol http3, a tls block whose cert_file and key_file load as
+// a matching pair (LoadKeyPair), and no two listeners on the same UDP address.
 func buildListeners(top blk, raws []*rawListener) []Listener {
 	var out []Listener
 	names := map[string]hcl2.Range{}
@@ -178,13 +179,17 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
 		} else {
 			tb := b.child("tls", r.TLS.DefRange)
-			l.TLS.CertFile = tb.file(r.TLS.CertFile)
-			l.TLS.KeyFile = tb.file(r.TLS.KeyFile)
+			var certOK, keyOK bool
+			l.TLS.CertFile, certOK = tb.fileOK(r.TLS.CertFile)
+			l.TLS.KeyFile, keyOK = tb.fileOK(r.TLS.KeyFile)
 			if r.TLS.CertFile == nil || l.TLS.CertFile == "" {
 				tb.errorf(r.TLS.CertFile, "cert_file", "Missing certificate", "cert_file is required.")
 			}
 			if r.TLS.KeyFile == nil || l.TLS.KeyFile == "" {
 				tb.errorf(r.TLS.KeyFile, "key_file", "Missing private key", "key_file is required.")
+			}
+			if certOK && keyOK {
+				tb.keyPair(r.TLS.CertFile, r.TLS.KeyFile, l.TLS.CertFile, l.TLS.KeyFile)
 			}
 		}
 		if !dup {

@@ -10,8 +10,9 @@
 // callers can print file:line:column (see FormatDiagnostics and
 // WriteDiagnosticLines).
 //
-// Features that are accepted by the schema but not yet implemented by the
-// gateway produce a "Not yet supported" warning (see unsupported.go).
+// A setting that is accepted by the schema but not yet implemented by the
+// gateway (only telemetry.dogstatsd_address) produces a "Not yet supported"
+// warning (see unsupported.go).
 package hcl
 
 import (
@@ -20,8 +21,8 @@ import (
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
 
-// Defaults applied to anything the configuration leaves out. They are the
-// values shown in interface.md's configuration example.
+// Defaults applied to anything the configuration leaves out;
+// testdata/good/full.hcl writes them all out (TestFullExample checks it).
 const (
 	// DefaultLogLevel is the log level when log_level is absent.
 	DefaultLogLevel = "info"
@@ -73,13 +74,17 @@ const (
 	DefaultLoadBalancing = "round_robin"
 	// DefaultPathPrefix is route.path_prefix when absent.
 	DefaultPathPrefix = "/"
-	// DefaultWeight is backend.weight when absent. Weights must be >= 1.
+	// DefaultWeight is backend.weight when absent. Weights are 1..MaxWeight.
 	DefaultWeight = 100
+	// MaxWeight is the largest backend.weight. Slow start multiplies a weight
+	// by up to slow_start's maximum (1h) in nanoseconds in int64 arithmetic,
+	// which stays exact below about 2.5 million; a million is far more
+	// resolution than any split needs.
+	MaxWeight = 1_000_000
 	// DefaultHealth is upstream.consul.health when absent.
 	DefaultHealth = "passing"
-	// DefaultDiscoveryScheme is upstream.consul.scheme when absent. interface.md
-	// shows scheme = "https" in its example (whose values are the defaults), and
-	// it matches the rule that a schemeless backend address is HTTP/2 over TLS.
+	// DefaultDiscoveryScheme is upstream.consul.scheme when absent: the
+	// rule that a schemeless backend address is HTTP/2 over TLS.
 	DefaultDiscoveryScheme = "https"
 
 	// DefaultHealthCheckPath is health_check.path when absent.
@@ -264,12 +269,11 @@ type Upstream struct {
 	// Name is the block label, unique among upstreams.
 	Name string
 	// LoadBalancing is round_robin (default), random, least_request,
-	// consistent_hash or ewma. Anything but round_robin is not yet supported
-	// (warning).
+	// consistent_hash or ewma.
 	LoadBalancing string
 	// HashOn is the consistent_hash key: header:NAME, cookie:NAME, query:NAME,
 	// path, authority or client_ip. Required with consistent_hash, rejected
-	// otherwise. Not yet supported (warning).
+	// otherwise.
 	HashOn string
 	// SlowStart ramps a new or recovered backend's weight linearly from 1
 	// to its full weight over this duration (0 = off; at most 1h).
@@ -281,10 +285,9 @@ type Upstream struct {
 	// Consul configures discovered backends; nil when absent. At least one of
 	// Backends and Consul is present.
 	Consul *UpstreamConsul
-	// HealthCheck configures active checks; nil when absent. Not yet supported (warning).
+	// HealthCheck configures active checks; nil when absent.
 	HealthCheck *HealthCheck
-	// OutlierDetection configures passive tracking; nil when absent. Not yet
-	// supported (warning).
+	// OutlierDetection configures passive tracking; nil when absent.
 	OutlierDetection *OutlierDetection
 	// TLS configures connections to HTTPS backends; nil when the block is
 	// absent (verification against the system roots).
@@ -322,7 +325,7 @@ type Backend struct {
 	Host string
 	// Port is 1..65535 (80 or 443 when the address has none).
 	Port int
-	// Weight is >= 1 (default 100).
+	// Weight is 1..MaxWeight (default 100).
 	Weight int
 	// Range is the backend block's definition range.
 	Range hcl2.Range

@@ -142,7 +142,6 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 				rb.errorf(g.Address, "", "Invalid address", "%s; use a host or host:port.", why)
 			}
 		}
-		b.unsupported("consul.register", g.DefRange)
 	}
 	if r.Catalog != nil {
 		c.Catalog = buildCatalog(b.child("catalog", r.Catalog.DefRange), r.Catalog)
@@ -151,21 +150,28 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 }
 
 // buildClientTLS converts a client-side tls block (consul.tls, upstream.tls).
-// cert_file and key_file go together; every named file must exist.
+// cert_file and key_file go together and must load as a matching pair
+// (LoadKeyPair); ca_file must hold at least one certificate (LoadCertPool).
 func buildClientTLS(parent blk, r *rawTLS) *TLS {
 	b := parent.child("tls", r.DefRange)
 	t := &TLS{
-		CAFile:             b.file(r.CAFile),
-		CertFile:           b.file(r.CertFile),
-		KeyFile:            b.file(r.KeyFile),
 		ServerName:         b.str(r.ServerName, ""),
 		InsecureSkipVerify: b.boolean(r.InsecureSkipVerify, false),
+	}
+	var caOK, certOK, keyOK bool
+	t.CAFile, caOK = b.fileOK(r.CAFile)
+	t.CertFile, certOK = b.fileOK(r.CertFile)
+	t.KeyFile, keyOK = b.fileOK(r.KeyFile)
+	if caOK {
+		b.caFile(r.CAFile, t.CAFile)
 	}
 	switch {
 	case t.CertFile != "" && t.KeyFile == "":
 		b.errorf(r.CertFile, "", "Incomplete client certificate", "cert_file needs key_file.")
 	case t.KeyFile != "" && t.CertFile == "":
 		b.errorf(r.KeyFile, "", "Incomplete client certificate", "key_file needs cert_file.")
+	case certOK && keyOK:
+		b.keyPair(r.CertFile, r.KeyFile, t.CertFile, t.KeyFile)
 	}
 	return t
 }

@@ -2,14 +2,16 @@ package hcl
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
-	"github.com/zclconf/go-cty/cty/gocty"
 )
 
 // blk is the builder's view of one block while it is converted: its field
@@ -147,9 +149,11 @@ func (b blk) boolean(a *hcl2.Attribute, def bool) bool {
 	return v.True()
 }
 
-// integer returns the whole-number value of a, or def; the bool reports
-// whether a was present and valid (so range checks are not repeated on def).
-func (b blk) integer(a *hcl2.Attribute, def int) (int, bool) {
+// integer returns the whole-number value of a, or def, and reports an error
+// unless it lies in [min, max]; the bool reports whether a was present and
+// valid. The value is checked as an arbitrary-precision number before it is
+// converted, so 1e30 is "out of range", not a conversion failure.
+func (b blk) integer(a *hcl2.Attribute, def, min, max int) (int, bool) {
 	if a == nil {
 		return def, false
 	}
@@ -157,23 +161,33 @@ func (b blk) integer(a *hcl2.Attribute, def int) (int, bool) {
 	if !ok {
 		return def, false
 	}
-	var n int
-	if err := gocty.FromCtyValue(v, &n); err != nil {
-		b.errorf(a, "", "Invalid value", "a whole number is required; got %s.", v.AsBigFloat().Text('g', -1))
+	f := v.AsBigFloat()
+	if !f.IsInt() {
+		b.errorf(a, "", "Invalid value", "a whole number is required; got %s.", f.Text('g', -1))
 		return def, false
 	}
-	return n, true
+	if f.Cmp(new(big.Float).SetInt64(int64(min))) < 0 || f.Cmp(new(big.Float).SetInt64(int64(max))) > 0 {
+		text := f.Text('f', 0)
+		if len(text) > 20 {
+			text = f.Text('g', 6)
+		}
+		b.errorf(a, "", "Value out of range", "%s is out of range (%d..%d).", text, min, max)
+		return def, false
+	}
+	n, _ := f.Int64()
+	return int(n), true
 }
 
-// intAtLeast returns integer(a, def) and reports an error when it is < min.
-func (b blk) intAtLeast(a *hcl2.Attribute, def, min int) int {
-	n, ok := b.integer(a, def)
-	if ok && n < min {
-		b.errorf(a, "", "Invalid value", "must be at least %d; got %d.", min, n)
-		return def
-	}
+// count is integer for a count that must be at least 1 (thresholds,
+// consecutive failures), at most maxCount.
+func (b blk) count(a *hcl2.Attribute, def int) int {
+	n, _ := b.integer(a, def, 1, maxCount)
 	return n
 }
+
+// maxCount bounds counters such as thresholds: far beyond any useful value,
+// and safe in every int arithmetic the gateway does with them.
+const maxCount = math.MaxInt32
 
 // strList returns the list-of-strings value of a (nil when absent). Each
 // element is checked by check (nil: any non-empty string), which returns a
@@ -212,8 +226,10 @@ func (b blk) strList(a *hcl2.Attribute, check func(string) string) []string {
 }
 
 // duration parses a Go duration string ("250ms", "5s", "5m") from a, or
-// returns def. Values outside [min, max] are errors; max <= 0 means no upper
-// bound.
+// returns def. Values outside [min, max] are errors that say "out of range"
+// with the range; max <= 0 means time.Duration's own maximum (about 292
+// years). A well-formed duration too large for time.Duration ("100000000h")
+// is out of range too, not malformed.
 func (b blk) duration(a *hcl2.Attribute, def, min, max time.Duration) time.Duration {
 	if a == nil {
 		return def
@@ -222,28 +238,29 @@ func (b blk) duration(a *hcl2.Attribute, def, min, max time.Duration) time.Durat
 	if !ok {
 		return def
 	}
+	if max <= 0 {
+		max = math.MaxInt64
+	}
 	s := v.AsString()
 	d, err := time.ParseDuration(s)
-	if err != nil {
+	switch {
+	case err != nil && !durationSyntax.MatchString(s):
 		b.errorf(a, "", "Invalid duration", "%q is not a duration; use a number with a unit, such as \"250ms\", \"5s\" or \"5m\".", s)
 		return def
-	}
-	switch {
-	case max > 0 && (d < min || d > max):
-		b.errorf(a, "", "Duration out of range", "must be between %s and %s; got %q.", fmtDuration(min), fmtDuration(max), s)
-		return def
-	case d < min:
-		if min == 0 {
-			b.errorf(a, "", "Duration out of range", "must not be negative; got %q.", s)
-		} else if min == time.Nanosecond {
-			b.errorf(a, "", "Duration out of range", "must be greater than zero; got %q.", s)
-		} else {
-			b.errorf(a, "", "Duration out of range", "must be at least %s; got %q.", fmtDuration(min), s)
+	case err != nil || d < min || d > max:
+		rng := fmtDuration(min) + ".." + fmtDuration(max)
+		if min == positive {
+			rng = "greater than 0s, at most " + fmtDuration(max)
 		}
+		b.errorf(a, "", "Duration out of range", "%q is out of range (%s).", s, rng)
 		return def
 	}
 	return d
 }
+
+// durationSyntax is the grammar time.ParseDuration accepts; a string that
+// matches it but does not parse overflows time.Duration.
+var durationSyntax = regexp.MustCompile(`^[-+]?(0|((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$`)
 
 // positive is the min for durations that must be > 0.
 const positive = time.Nanosecond
@@ -278,21 +295,46 @@ func (b blk) oneOf(a *hcl2.Attribute, def string, allowed ...string) string {
 }
 
 // file returns the string value of a path attribute and, when non-empty,
-// reports an error unless it names an existing regular file. Relative paths
-// are relative to the agent's working directory.
+// reports an error unless it names a regular file (symbolic links are
+// followed). Relative paths are relative to the agent's working directory.
 func (b blk) file(a *hcl2.Attribute) string {
+	p, _ := b.fileOK(a)
+	return p
+}
+
+// fileOK is file that also reports whether a named a regular file.
+func (b blk) fileOK(a *hcl2.Attribute) (string, bool) {
 	p := b.str(a, "")
 	if p == "" {
-		return ""
+		return "", false
 	}
-	fi, err := os.Stat(p)
+	if summary, why := fileProblem(p); why != "" {
+		b.errorf(a, "", summary, "%s.", why)
+		return p, false
+	}
+	return p, true
+}
+
+// fileProblem says why path is not a readable regular file (following
+// symbolic links), with the operating system's reason, or returns "", "".
+func fileProblem(path string) (summary, why string) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		reason := unwrapPathError(err)
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return "Dangling symbolic link", fmt.Sprintf("%q is a symbolic link to %q, which cannot be read: %v", path, target, reason)
+		}
+		if os.IsNotExist(err) {
+			return "File not found", fmt.Sprintf("cannot read %q: %v", path, reason)
+		}
+		return "Unreadable file", fmt.Sprintf("cannot read %q: %v", path, reason)
+	}
 	switch {
-	case err != nil && os.IsNotExist(err):
-		b.errorf(a, "", "File not found", "%q does not exist.", p)
-	case err != nil:
-		b.errorf(a, "", "Unreadable file", "cannot stat %q: %v.", p, err)
 	case fi.IsDir():
-		b.errorf(a, "", "Not a file", "%q is a directory.", p)
+		return "Not a file", fmt.Sprintf("%q is a directory", path)
+	case !fi.Mode().IsRegular():
+		return "Not a regular file", fmt.Sprintf("%q is not a regular file (%s)", path, fi.Mode().Type())
 	}
-	return p
+	return "", ""
 }

@@ -10,8 +10,9 @@ import (
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
 
-// goldenCases lists the configurations under dir: every *.hcl file and every
-// subdirectory (loaded as a config directory), each with NAME.golden beside.
+// goldenCases lists the configurations under dir: every *.hcl and *.json
+// file and every subdirectory (loaded as a config directory), each with
+// NAME.golden beside.
 func goldenCases(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -20,7 +21,7 @@ func goldenCases(t *testing.T, dir string) []string {
 	}
 	var cases []string
 	for _, e := range entries {
-		if e.IsDir() || strings.HasSuffix(e.Name(), ".hcl") {
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".hcl") || strings.HasSuffix(e.Name(), ".json") {
 			cases = append(cases, filepath.Join(dir, e.Name()))
 		}
 	}
@@ -33,7 +34,7 @@ func checkGolden(t *testing.T, path string, diags hcl2.Diagnostics) {
 	if err := WriteDiagnosticLines(&buf, diags); err != nil {
 		t.Fatal(err)
 	}
-	golden := strings.TrimSuffix(path, ".hcl") + ".golden"
+	golden := strings.TrimSuffix(strings.TrimSuffix(path, ".hcl"), ".json") + ".golden"
 	if *update {
 		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -94,6 +95,7 @@ func TestGoodWarnings(t *testing.T) {
 	tests := map[string][]string{
 		"testdata/good/full.hcl":        nil,
 		"testdata/good/minimal.hcl":     nil,
+		"testdata/good/implemented.hcl": nil,
 		"testdata/good/unsupported.hcl": {"telemetry dogstatsd"},
 	}
 	for path, want := range tests {

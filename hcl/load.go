@@ -41,11 +41,15 @@ func Parse(filename string, src []byte) (*Config, hcl2.Diagnostics) {
 	return NewLoader().Parse(filename, src)
 }
 
-// Load reads every path in order: a file is read as HCL whatever its name; a
-// directory contributes every "*.hcl" file directly inside it, in lexical
-// order (subdirectories are ignored; an empty directory is an error). A file
-// named twice is read once. The files are merged as Consul merges config
-// directories:
+// Load reads every path in order. A file given by name is read whatever its
+// name: as HCL's JSON syntax when it ends in ".json", as native HCL
+// otherwise. A directory contributes every "*.hcl" and "*.json" file directly
+// inside it, in lexical order, skipping names that start with "." (editor
+// lock and backup files such as ".#web.hcl" or ".web.hcl.swp") and
+// subdirectories; symbolic links are followed, and one that leads nowhere is
+// an error with the operating system's reason. A directory without such
+// files is an error. A file named twice is read once. The files are merged
+// as Consul merges config directories:
 //
 //   - a top-level argument (log_level, log_json, drain_timeout) may be set in
 //     one file only; a second one is an error naming both positions;
@@ -54,10 +58,11 @@ func Parse(filename string, src []byte) (*Config, hcl2.Diagnostics) {
 //   - listener and upstream blocks add up; a duplicate label is an error
 //     naming both file:line:column positions.
 //
-// The merged configuration is then defaulted and validated. The Config is
-// nil when the diagnostics contain an error; warnings are returned in the
-// diagnostics and kept in Config.Warnings. Diagnostics are sorted by file
-// (in load order) and position.
+// The merged configuration is then defaulted and validated; it must have at
+// least one listener, and every TLS file it names must load (LoadKeyPair,
+// LoadCertPool). The Config is nil when the diagnostics contain an error;
+// warnings are returned in the diagnostics and kept in Config.Warnings.
+// Diagnostics are sorted by file (in load order) and position.
 func (l *Loader) Load(paths []string) (*Config, hcl2.Diagnostics) {
 	l.parser = hclparse.NewParser()
 	var diags hcl2.Diagnostics
@@ -79,40 +84,48 @@ func (l *Loader) Load(paths []string) (*Config, hcl2.Diagnostics) {
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			diags = append(diags, fileError(p, "Cannot read configuration", err))
+			_, why := fileProblem(p)
+			diags = append(diags, &hcl2.Diagnostic{Severity: hcl2.DiagError, Summary: "Cannot read configuration", Detail: why + "."})
 			continue
 		}
 		if !fi.IsDir() {
 			addFile(p)
 			continue
 		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			diags = append(diags, fileError(p, "Cannot read configuration directory", err))
-			continue
-		}
 		n := 0
-		for _, e := range entries { // os.ReadDir sorts by name
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".hcl") {
-				continue
-			}
-			addFile(filepath.Join(p, e.Name()))
+		for _, f := range l.dirFiles(p, &diags) {
+			addFile(f)
 			n++
 		}
 		if n == 0 {
 			diags = append(diags, &hcl2.Diagnostic{
 				Severity: hcl2.DiagError,
 				Summary:  "Empty configuration directory",
-				Detail:   fmt.Sprintf("%s: no *.hcl files in the directory.", p),
+				Detail:   fmt.Sprintf("%s: no *.hcl or *.json files in the directory (names starting with \".\" are skipped).", p),
 			})
 		}
 	}
 
 	m := newMerger()
+	m.unparsed = diags.HasErrors() // a path that could not be read
 	for _, f := range files {
-		file, ds := l.parser.ParseHCLFile(f)
+		// Read here rather than by hclparse, whose message drops the OS reason.
+		src, err := os.ReadFile(f)
+		if err != nil {
+			diags = append(diags, fileError(f, "Cannot read configuration", err))
+			m.unparsed = true
+			continue
+		}
+		var file *hcl2.File
+		var ds hcl2.Diagnostics
+		if isJSON(f) {
+			file, ds = l.parser.ParseJSON(src, f)
+		} else {
+			file, ds = l.parser.ParseHCL(src, f)
+		}
 		diags = append(diags, ds...)
 		if ds.HasErrors() || file == nil {
+			m.unparsed = true
 			continue
 		}
 		m.add(file, &diags)
@@ -120,14 +133,62 @@ func (l *Loader) Load(paths []string) (*Config, hcl2.Diagnostics) {
 	return l.finish(m, files, diags)
 }
 
+// dirFiles lists the configuration files directly inside dir, in lexical
+// order, reporting unreadable entries into diags (see Load).
+func (l *Loader) dirFiles(dir string, diags *hcl2.Diagnostics) []string {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		*diags = append(*diags, fileError(dir, "Cannot read configuration directory", err))
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".hcl") || isJSON(name)) || e.IsDir() {
+			continue
+		}
+		full := filepath.Join(dir, name)
+		if e.Type().IsRegular() {
+			out = append(out, full)
+			continue
+		}
+		// A symbolic link or a special file: judge what it leads to.
+		fi, err := os.Stat(full)
+		switch {
+		case err != nil:
+			_, why := fileProblem(full)
+			*diags = append(*diags, &hcl2.Diagnostic{Severity: hcl2.DiagError, Summary: "Cannot read configuration", Detail: why + "."})
+		case fi.IsDir():
+		case !fi.Mode().IsRegular():
+			*diags = append(*diags, &hcl2.Diagnostic{Severity: hcl2.DiagWarning, Summary: "Skipped configuration file",
+				Detail: fmt.Sprintf("%q is not a regular file (%s); only regular files are read.", full, fi.Mode().Type())})
+		default:
+			out = append(out, full)
+		}
+	}
+	return out
+}
+
+// isJSON reports whether a configuration file name selects HCL's JSON syntax.
+func isJSON(name string) bool { return strings.HasSuffix(name, ".json") }
+
 // Parse decodes, defaults and validates a single configuration held in
-// memory; filename is used in diagnostics only. Results are as for Load.
+// memory, as JSON when filename ends in ".json"; filename is used in
+// diagnostics only. Results are as for Load.
 func (l *Loader) Parse(filename string, src []byte) (*Config, hcl2.Diagnostics) {
 	l.parser = hclparse.NewParser()
-	file, diags := l.parser.ParseHCL(src, filename)
+	var file *hcl2.File
+	var diags hcl2.Diagnostics
+	if isJSON(filename) {
+		file, diags = l.parser.ParseJSON(src, filename)
+	} else {
+		file, diags = l.parser.ParseHCL(src, filename)
+	}
 	m := newMerger()
 	if !diags.HasErrors() && file != nil {
 		m.add(file, &diags)
+	} else {
+		m.unparsed = true
 	}
 	return l.finish(m, []string{filename}, diags)
 }
@@ -147,6 +208,20 @@ func (l *Loader) finish(m *merger, files []string, diags hcl2.Diagnostics) (*Con
 		env = LookupEnv
 	}
 	cfg := build(&m.raw, env, &diags)
+	if len(m.raw.Listeners) == 0 && !m.unparsed && len(files) > 0 {
+		// A file that did not parse may hold the listener; otherwise a
+		// truncated or emptied file would take every listener down on
+		// reload.
+		r := hcl2.Range{Filename: files[0], Start: hcl2.Pos{Line: 1, Column: 1}, End: hcl2.Pos{Line: 1, Column: 1}}
+		diags = append(diags, &hcl2.Diagnostic{
+			Severity: hcl2.DiagError,
+			Summary:  "No listener",
+			Detail: fmt.Sprintf("no listener block in any of: %s; the gateway would accept no traffic. Add one, as in "+
+				"listener \"public\" { address = \"0.0.0.0:8443\" tls { cert_file = \"cert.pem\" key_file = \"key.pem\" } }.",
+				strings.Join(files, ", ")),
+			Subject: &r,
+		})
+	}
 	sortDiagnostics(diags, files)
 	if diags.HasErrors() {
 		return nil, diags
@@ -163,6 +238,9 @@ func (l *Loader) finish(m *merger, files []string, diags hcl2.Diagnostics) (*Con
 // merger accumulates decoded files into one raw configuration.
 type merger struct {
 	raw rawFile
+	// unparsed is set when a file could not be read or had syntax errors:
+	// its blocks are unknown.
+	unparsed bool
 }
 
 func newMerger() *merger { return &merger{} }
@@ -173,6 +251,7 @@ func newMerger() *merger { return &merger{} }
 func (m *merger) add(file *hcl2.File, diags *hcl2.Diagnostics) {
 	var f rawFile
 	*diags = append(*diags, gohcl.DecodeBody(file.Body, nil, &f)...)
+	checkLabels(file.Body, diags)
 	f.collapse(diags)
 
 	mergeAttr(&m.raw.LogLevel, f.LogLevel, diags)
@@ -228,7 +307,7 @@ func fileError(path, summary string, err error) *hcl2.Diagnostic {
 	return &hcl2.Diagnostic{
 		Severity: hcl2.DiagError,
 		Summary:  summary,
-		Detail:   fmt.Sprintf("%s: %v.", path, unwrapPathError(err)),
+		Detail:   fmt.Sprintf("cannot read %q: %v.", path, unwrapPathError(err)),
 	}
 }
 

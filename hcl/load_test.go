@@ -91,11 +91,11 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("warnings %v files %v", cfg.Warnings, cfg.Files)
 	}
 
-	// An empty file gives Default().
-	empty := mustParse(t, "")
-	empty.Files = nil
-	if !reflect.DeepEqual(empty, Default()) {
-		t.Errorf("empty file = %+v, want %+v", empty, Default())
+	// A file with only a listener gives Default() plus the listener.
+	only := mustParse(t, testListener)
+	only.Files, only.Listeners = nil, nil
+	if !reflect.DeepEqual(only, Default()) {
+		t.Errorf("listener-only file = %+v, want %+v", only, Default())
 	}
 }
 
@@ -151,13 +151,20 @@ func TestDurations(t *testing.T) {
 		{`"5 s"`, 0, "Invalid duration"},
 		{`"five"`, 0, "Invalid duration"},
 		{`""`, 0, "Invalid duration"},
-		{`"-1s"`, 0, "must not be negative"},
+		{`"-1s"`, 0, `"-1s" is out of range (0s..2562047h47m16.854775807s)`},
+		{`"100000000h"`, 0, `Duration out of range: drain_timeout: "100000000h" is out of range (0s..2562047h47m16.854775807s)`},
+		{`"-100000000h"`, 0, "out of range (0s.."},
+		{`"2562047h47m16.854775807s"`, 1<<63 - 1, ""},
+		{`"1.5h"`, 90 * time.Minute, ""},
+		{`".5s"`, 500 * time.Millisecond, ""},
+		{`"1e3s"`, 0, "Invalid duration"},
+		{`"h"`, 0, "Invalid duration"},
 		{`30`, 0, "Invalid duration"},
 		{`true`, 0, "Invalid duration"},
 		{`["1s"]`, 0, "Invalid value type"},
 	}
 	for _, tt := range tests {
-		src := "drain_timeout = " + tt.val + "\n"
+		src := "drain_timeout = " + tt.val + "\n" + testListener
 		cfg, diags := Parse("d.hcl", []byte(src))
 		if tt.err == "" {
 			if diags.HasErrors() || cfg.DrainTimeout != tt.want {
@@ -173,7 +180,7 @@ func TestDurations(t *testing.T) {
 
 	// Bounded durations.
 	for val, ok := range map[string]bool{`"1s"`: true, `"10m"`: true, `"999ms"`: false, `"10m1s"`: false} {
-		_, diags := Parse("w.hcl", []byte("consul {\n  wait = "+val+"\n}\n"))
+		_, diags := Parse("w.hcl", []byte("consul {\n  wait = "+val+"\n}\n"+testListener))
 		if diags.HasErrors() == ok {
 			t.Errorf("wait = %s: %s", val, linesOf(diags))
 		}
@@ -184,7 +191,7 @@ func TestDurations(t *testing.T) {
   backend "a" { address = "x:1" }
   timeouts { `+zero+` = "0s" }
 }`)
-		if !strings.Contains(got, "greater than zero") || !strings.Contains(got, zero) {
+		if !strings.Contains(got, `"0s" is out of range (greater than 0s, at most 2562047h47m16.854775807s)`) || !strings.Contains(got, zero) {
 			t.Errorf("%s = 0s: %s", zero, got)
 		}
 	}
@@ -283,7 +290,7 @@ func TestConsulEnvironment(t *testing.T) {
 				v, ok := tt.env[k]
 				return v, ok
 			}
-			cfg, diags := l.Parse("c.hcl", []byte("consul {\n  "+tt.body+"\n}\n"))
+			cfg, diags := l.Parse("c.hcl", []byte("consul {\n  "+tt.body+"\n}\n"+testListener))
 			if tt.err != "" {
 				if got := linesOf(diags); !strings.Contains(got, tt.err) {
 					t.Errorf("diagnostics %q, want %q", got, tt.err)
@@ -309,7 +316,7 @@ func TestConsulEnvironment(t *testing.T) {
 		}
 		return "", false
 	}
-	cfg := mustParse(t, "consul {}\n")
+	cfg := mustParse(t, "consul {}\n"+testListener)
 	if cfg.Consul.Address != "from-env:8500" {
 		t.Errorf("address = %q", cfg.Consul.Address)
 	}
@@ -434,7 +441,7 @@ func TestFormatDiagnostics(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"Error: Invalid value", "on testdata/bad/weight_zero.hcl line 13", `weight  = 0`, `backend "a" weight: must be at least 1`} {
+	for _, want := range []string{"Error: Value out of range", "on testdata/bad/weight_zero.hcl line 13", `weight  = 0`, `backend "a" weight: 0 is out of range (1..1000000)`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
@@ -447,7 +454,8 @@ func TestFormatDiagnostics(t *testing.T) {
 }
 
 func TestNotYetSupported(t *testing.T) {
-	if !NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") {
+	if !NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") ||
+		NotYetSupported("load_balancing.ewma") || NotYetSupported("upstream.hash_on") || NotYetSupported("telemetry.statsd_address") {
 		t.Error("NotYetSupported table is off")
 	}
 }
@@ -459,8 +467,14 @@ func TestFullExample(t *testing.T) {
 	}
 	c := cfg.Consul
 	if c == nil || c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Wait != 5*time.Minute || c.Stale || c.ResyncGrace != 30*time.Second ||
-		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" {
+		c.TLS == nil || *c.TLS != (TLS{}) || c.Register == nil || c.Register.Service != "impulse-agent" ||
+		c.MaxStaleness != 2*DefaultConsulWait || c.Catalog == nil || c.CatalogEnabled() || c.Catalog.TagPrefix != DefaultCatalogTagPrefix {
 		t.Errorf("consul = %+v", c)
+	}
+	// Every value the file writes is the default, except where its comments
+	// say otherwise (route host, catalog enabled, the listener).
+	if d := Default(); cfg.LogLevel != d.LogLevel || cfg.DrainTimeout != d.DrainTimeout || cfg.Control != d.Control || cfg.Telemetry != d.Telemetry || cfg.Paths != d.Paths {
+		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
 	if l.Name != "public" || l.Address != "0.0.0.0:8443" || l.Protocol != "http3" ||
@@ -471,11 +485,13 @@ func TestFullExample(t *testing.T) {
 	if u.Name != "web" || u.Routes[0].Host != "web.example.com" || len(u.Routes[0].Methods) != 0 ||
 		u.Backends[0].Scheme != "http" || u.Backends[0].Port != 8080 || u.Backends[0].Weight != 100 ||
 		u.Consul.Service != "web" || u.Consul.Scheme != "https" || u.Consul.Health != "passing" ||
-		u.HealthCheck.Path != "/health" || u.OutlierDetection.MaxEjectionPercent != 50 ||
-		u.TLS == nil || u.Timeouts != DefaultTimeouts() {
+		*u.HealthCheck != (HealthCheck{Path: DefaultHealthCheckPath, Interval: DefaultHealthCheckInterval, Timeout: DefaultHealthCheckTimeout,
+			HealthyThreshold: DefaultHealthyThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold, UnknownIsHealthy: true}) ||
+		*u.OutlierDetection != (OutlierDetection{DefaultConsecutiveFailures, DefaultBaseEjectionTime, DefaultMaxEjectionPercent}) ||
+		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 50 || u.Routes[0].Range.Start.Line != 54 || u.Backends[0].Range.Start.Line != 60 {
+	if u.Range.Start.Line != 62 || u.Routes[0].Range.Start.Line != 67 || u.Backends[0].Range.Start.Line != 73 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

@@ -35,12 +35,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// ensureCerts writes a self-signed ECDSA certificate for localhost/127.0.0.1
-// (cert.pem, also copied to ca.pem) and its key (key.pem) into testdata/certs
-// when they are missing or force is set. The configuration checks only need
-// the files to exist; they are committed so the testdata is self-contained.
+// ensureCerts writes the test certificates into testdata/certs when one of
+// them is missing or force is set; they are committed so the testdata is
+// self-contained:
+//
+//   - cert.pem (also copied to ca.pem) and key.pem: a self-signed ECDSA
+//     certificate for localhost/127.0.0.1, valid 2025..2125;
+//   - expired.pem / expired-key.pem: the same, valid 2020..2021;
+//   - future.pem / future-key.pem: the same, valid 2120..2125;
+//   - other-key.pem: a key that matches none of them.
 func ensureCerts(force bool) error {
-	names := []string{"ca.pem", "cert.pem", "key.pem"}
+	names := []string{"ca.pem", "cert.pem", "key.pem", "expired.pem", "expired-key.pem", "future.pem", "future-key.pem", "other-key.pem"}
 	if !force {
 		missing := false
 		for _, n := range names {
@@ -52,17 +57,57 @@ func ensureCerts(force bool) error {
 			return nil
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	files := map[string][]byte{}
+	for _, c := range []struct {
+		name          string
+		from, until   time.Time
+		certAs, keyAs []string
+	}{
+		{"good", time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2125, 1, 1, 0, 0, 0, 0, time.UTC), []string{"cert.pem", "ca.pem"}, []string{"key.pem"}},
+		{"expired", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC), []string{"expired.pem"}, []string{"expired-key.pem"}},
+		{"future", time.Date(2120, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2125, 1, 1, 0, 0, 0, 0, time.UTC), []string{"future.pem"}, []string{"future-key.pem"}},
+	} {
+		certPEM, keyPEM, err := selfSigned(c.from, c.until)
+		if err != nil {
+			return err
+		}
+		for _, n := range c.certAs {
+			files[n] = certPEM
+		}
+		for _, n := range c.keyAs {
+			files[n] = keyPEM
+		}
+	}
+	_, otherKey, err := selfSigned(time.Now(), time.Now().Add(time.Hour))
 	if err != nil {
 		return err
+	}
+	files["other-key.pem"] = otherKey
+	if err := os.MkdirAll(certDir, 0o755); err != nil {
+		return err
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selfSigned returns a PEM self-signed ECDSA CA certificate for
+// localhost/127.0.0.1 valid from..until, and its PKCS #8 key.
+func selfSigned(from, until time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "localhost"},
 		DNSNames:              []string{"localhost"},
 		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:             time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
-		NotAfter:              time.Date(2125, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotBefore:             from,
+		NotAfter:              until,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
@@ -70,21 +115,12 @@ func ensureCerts(force bool) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	if err := os.MkdirAll(certDir, 0o755); err != nil {
-		return err
-	}
-	for name, data := range map[string][]byte{"ca.pem": certPEM, "cert.pem": certPEM, "key.pem": keyPEM} {
-		if err := os.WriteFile(filepath.Join(certDir, name), data, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }

@@ -13,7 +13,7 @@ func TestPathSettings(t *testing.T) {
 		`escaped_slashes = "unescape"`: {NormalizePath: true, EscapedSlashes: "unescape"},
 		"escaped_slashes = \"keep\"\nmerge_slashes = false": {NormalizePath: true, EscapedSlashes: "keep"},
 	} {
-		cfg, diags := Parse("t.hcl", []byte(src))
+		cfg, diags := Parse("t.hcl", []byte(src+"\n"+testListener))
 		if diags.HasErrors() {
 			t.Fatalf("%q: %s", src, linesOf(diags))
 		}

@@ -15,8 +15,8 @@ var notYetSupported = map[string]string{
 }
 
 // NotYetSupported reports whether feature (a key such as
-// "upstream.health_check" or "load_balancing.ewma") is parsed but not yet
-// implemented by the gateway.
+// "telemetry.dogstatsd_address") is parsed but not yet implemented by the
+// gateway.
 func NotYetSupported(feature string) bool {
 	_, ok := notYetSupported[feature]
 	return ok

@@ -11,8 +11,7 @@ import (
 )
 
 // loadBalancingPolicies are the accepted upstream.load_balancing values
-// (interface.md). Whether the gateway implements one is decided by
-// notYetSupported, not here.
+// (interface.md); the gateway implements each (gateway/balance).
 var loadBalancingPolicies = []string{"round_robin", "random", "least_request", "consistent_hash", "ewma"}
 
 // buildUpstreams converts the upstream blocks; names are unique.
@@ -73,9 +72,6 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	lbBefore := b.errCount()
 	u.LoadBalancing = b.oneOf(r.LoadBalancing, DefaultLoadBalancing, loadBalancingPolicies...)
 	lbValid := b.errCount() == lbBefore
-	if r.LoadBalancing != nil {
-		b.unsupported("load_balancing."+u.LoadBalancing, r.LoadBalancing.Expr.Range())
-	}
 	hashOn, hashOK := b.strOK(r.HashOn, "")
 	u.HashOn = hashOn
 	switch {
@@ -84,9 +80,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	case hashOn != "":
 		if why := checkHashOn(hashOn); why != "" {
 			b.errorf(r.HashOn, "", "Invalid hash_on", "%s.", why)
-			break
 		}
-		b.unsupported("upstream.hash_on", r.HashOn.Expr.Range())
 	case u.LoadBalancing == "consistent_hash" && (r.HashOn == nil || hashOK):
 		b.errorf(r.HashOn, "hash_on", "Missing hash_on", "load_balancing = \"consistent_hash\" needs hash_on (header:NAME, cookie:NAME, query:NAME, path, authority or client_ip).")
 	}
@@ -97,7 +91,14 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		b.blockErrorf("Missing route", "an upstream needs at least one route block.")
 	}
 	for _, rr := range r.Routes {
-		u.Routes = append(u.Routes, buildRoute(b.child("route", rr.DefRange), rr))
+		// A route with an invalid value is reported once and dropped: kept
+		// with its defaults it would collide with other routes and add a
+		// false "Duplicate route" error.
+		before := b.errCount()
+		rt := buildRoute(b.child("route", rr.DefRange), rr)
+		if b.errCount() == before {
+			u.Routes = append(u.Routes, rt)
+		}
 	}
 
 	names := map[string]hcl2.Range{}
@@ -121,11 +122,9 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 	if r.HealthCheck != nil {
 		u.HealthCheck = buildHealthCheck(b.child("health_check", r.HealthCheck.DefRange), r.HealthCheck)
-		b.unsupported("upstream.health_check", r.HealthCheck.DefRange)
 	}
 	if r.OutlierDetection != nil {
 		u.OutlierDetection = buildOutlierDetection(b.child("outlier_detection", r.OutlierDetection.DefRange), r.OutlierDetection)
-		b.unsupported("upstream.outlier_detection", r.OutlierDetection.DefRange)
 	}
 	if r.TLS != nil {
 		u.TLS = buildClientTLS(b, r.TLS)
@@ -214,7 +213,7 @@ func buildBackend(b blk, r *rawBackend) Backend {
 		}
 		be.Scheme, be.Host, be.Port = scheme, host, port
 	}
-	be.Weight = b.intAtLeast(r.Weight, DefaultWeight, 1)
+	be.Weight, _ = b.integer(r.Weight, DefaultWeight, 1, MaxWeight)
 	return be
 }
 
@@ -247,8 +246,8 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 		Path:               DefaultHealthCheckPath,
 		Interval:           interval,
 		Timeout:            timeout,
-		HealthyThreshold:   b.intAtLeast(r.HealthyThreshold, DefaultHealthyThreshold, 1),
-		UnhealthyThreshold: b.intAtLeast(r.UnhealthyThreshold, DefaultUnhealthyThreshold, 1),
+		HealthyThreshold:   b.count(r.HealthyThreshold, DefaultHealthyThreshold),
+		UnhealthyThreshold: b.count(r.UnhealthyThreshold, DefaultUnhealthyThreshold),
 		UnknownIsHealthy:   b.boolean(r.UnknownIsHealthy, true),
 	}
 	if p, ok := b.strOK(r.Path, DefaultHealthCheckPath); ok {
@@ -274,16 +273,9 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 
 func buildOutlierDetection(b blk, r *rawOutlierDetection) *OutlierDetection {
 	o := &OutlierDetection{
-		ConsecutiveFailures: b.intAtLeast(r.ConsecutiveFailures, DefaultConsecutiveFailures, 1),
+		ConsecutiveFailures: b.count(r.ConsecutiveFailures, DefaultConsecutiveFailures),
 		BaseEjectionTime:    b.duration(r.BaseEjectionTime, DefaultBaseEjectionTime, positive, 0),
-		MaxEjectionPercent:  DefaultMaxEjectionPercent,
 	}
-	if n, ok := b.integer(r.MaxEjectionPercent, DefaultMaxEjectionPercent); ok {
-		if n < 0 || n > 100 {
-			b.errorf(r.MaxEjectionPercent, "", "Invalid value", "must be between 0 and 100; got %d.", n)
-		} else {
-			o.MaxEjectionPercent = n
-		}
-	}
+	o.MaxEjectionPercent, _ = b.integer(r.MaxEjectionPercent, DefaultMaxEjectionPercent, 0, 100)
 	return o
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/impulse-agent/impulse-agent/hcl"
+	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 )
 
 var (
@@ -25,9 +26,17 @@ func TestJobSpecs(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no job specs")
 	}
+	// The configuration check loads the certificate and key: they must be
+	// real and match.
 	dir := t.TempDir()
-	for _, name := range []string{"cert.pem", "key.pem"} {
-		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
+	cert, err := selfsigned.New("localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"cert.pem": cert.CertPEM, "key.pem": cert.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

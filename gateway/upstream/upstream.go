@@ -127,7 +127,9 @@ func (b *Backend) Weight() int {
 			b.warmSince.CompareAndSwap(since, 0)
 			return w
 		}
-		return max(1, int(int64(w)*el/int64(b.slowStart)))
+		// In floating point: weight × ns overflows int64 for a Consul weight
+		// (up to 65535 × 100) over an hour-long ramp.
+		return max(1, int(float64(w)*float64(el)/float64(b.slowStart)))
 	}
 	return w
 }

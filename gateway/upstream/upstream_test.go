@@ -46,6 +46,32 @@ func TestSlowStartRampsLinearly(t *testing.T) {
 	})
 }
 
+func TestSlowStartLargeWeightLongRamp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u, err := New(Config{Name: "web", SlowStart: time.Hour, Discovered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		big := spec("b", 2)
+		big.Weight = 65535 * 100 // Consul's largest Weights.Passing, scaled
+		if err := u.SetDiscovered([]Spec{spec("a", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.SetDiscovered([]Spec{spec("a", 1), big}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Minute)
+		for _, b := range u.Current().Backends {
+			if b.ID == "b" {
+				if w := b.Weight(); w < big.Weight/2-100 || w > big.Weight/2+100 {
+					t.Fatalf("half-way weight %d, want about %d", w, big.Weight/2)
+				}
+			}
+		}
+	})
+}
+
 func elapsed(b *Backend) time.Duration {
 	since := b.warmSince.Load()
 	if since == 0 {

@@ -93,7 +93,8 @@ upstream "web" {
 	}
 
 	bad := filepath.Join(dir, "bad.hcl")
-	// load_balancing on line 4 is the only problem.
+	// load_balancing on line 4 is the only problem in a block (the missing
+	// listener is reported at line 1).
 	if err := os.WriteFile(bad, []byte(`control {
 }
 upstream "web" {

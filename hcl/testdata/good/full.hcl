@@ -1,75 +1,88 @@
-# The full example from interface.md ("Configuration (HCL)"), with the
-# listener certificate pointing at the test certificates.
-log_level      = "info"          # trace | debug | info | warn | error
-log_json       = false
-drain_timeout  = "30s"           # graceful shutdown budget for in-flight requests
+# Every block and argument of the configuration, each set to its default
+# unless its comment says otherwise. Arguments whose default comes from the
+# CONSUL_HTTP_* environment are commented out: set, they override it.
+# Relative paths resolve against the working directory; validate it with
+#   cd hcl && go run ../cmd/impulse-agent validate -config=testdata/good/full.hcl
+log_level     = "info"           # trace | debug | info | warn | error
+log_json      = false
+drain_timeout = "30s"            # graceful shutdown budget for in-flight requests
 
 consul {                          # optional; needed only by upstreams with a consul block
-  address    = "127.0.0.1:8500"  # default: CONSUL_HTTP_ADDR, then 127.0.0.1:8500
-  scheme     = "http"            # default: from CONSUL_HTTP_SSL / address
-  token_file = ""                # default: CONSUL_HTTP_TOKEN_FILE / CONSUL_HTTP_TOKEN; sent as X-Consul-Token
-  datacenter = ""
-  wait       = "5m"              # blocking-query wait, 1s..10m
-  stale      = false             # allow stale reads
-  resync_grace = "30s"           # after an outage or index reset, hold an empty answer this long; "0s" = off
-  tls {
-    ca_file              = ""
-    cert_file            = ""
+  # address    = "127.0.0.1:8500" # default: CONSUL_HTTP_ADDR, then 127.0.0.1:8500
+  # scheme     = "http"           # default: an http:// or https:// prefix of address, CONSUL_HTTP_SSL, then http
+  # token_file = ""               # default: CONSUL_HTTP_TOKEN_FILE; sent as X-Consul-Token
+  # token      = ""               # default: CONSUL_HTTP_TOKEN; excludes token_file
+  datacenter    = ""              # "" = the agent's own
+  wait          = "5m"            # blocking-query wait, 1s..10m
+  stale         = false           # allow stale reads
+  max_staleness = "10m"           # default 2 × wait, at least wait + wait/16 + 5s; /v1/ready reports "degraded" past it
+  resync_grace  = "30s"           # after an outage or index reset, hold an empty answer this long; "0s" = off
+  tls {                           # HTTPS to Consul; "" = unset
+    ca_file              = ""     # PEM roots replacing the system roots
+    cert_file            = ""     # client certificate, with key_file
     key_file             = ""
     server_name          = ""
     insecure_skip_verify = false
   }
   register {                      # self-registration of this gateway as a Consul service
-    service  = "impulse-agent"
-    tags     = []
-    address  = ""                 # default: the listener address
+    service = "impulse-agent"
+    tags    = []
+    address = ""                  # default: the listener address
+  }
+  catalog {                       # routes declared in Consul by service tags
+    enabled        = false        # not the default: a catalog block turns the mode on unless enabled = false
+    tag_prefix     = "impulse"
+    default_scheme = "http"       # how catalog services are reached: http | https
+    filter         = ""           # Consul filter expression for /v1/catalog/services; "" = none
   }
 }
 
 control {
-  address    = "127.0.0.1:9901"  # HTTP/1.1 control API and /metrics
-  token_file = ""                # when set, every endpoint but /v1/health needs "Authorization: Bearer <token>"
+  address      = "127.0.0.1:9901" # HTTP/1.1 control API and /metrics
+  token_file   = ""               # when set, every endpoint but /v1/health needs "Authorization: Bearer <token>"
+  enable_debug = false            # Go's profiler under /debug/pprof/
 }
 
 telemetry {                       # go-metrics sinks; Prometheus is always on the control API
-  prometheus_retention = "60s"
-  statsd_address       = ""
-  dogstatsd_address    = ""
+  prometheus_retention = "24h"    # how long /metrics keeps a series after its last update
+  statsd_address       = ""       # host:port of a statsd sink (UDP); "" = off
+  dogstatsd_address    = ""       # not yet supported: a non-empty value warns
   disable_hostname     = true
 }
 
-listener "public" {
-  address  = "0.0.0.0:8443"
-  protocol = "http3"             # http3: QUIC on UDP
-  tls {
+listener "public" {               # no default: at least one listener is required
+  address  = "0.0.0.0:8443"       # UDP
+  protocol = "http3"              # http3: QUIC on UDP, the only protocol
+  tls {                           # required; both files must load as a matching pair
     cert_file = "testdata/certs/cert.pem"
     key_file  = "testdata/certs/key.pem"
   }
 }
 
 upstream "web" {
-  load_balancing = "round_robin" # round_robin | random | least_request | consistent_hash | ewma
-  hash_on        = ""            # consistent_hash key: header:NAME | cookie:NAME | query:NAME | path | authority | client_ip
+  load_balancing = "round_robin"  # round_robin | random | least_request | consistent_hash | ewma
+  hash_on        = ""             # consistent_hash key: header:NAME | cookie:NAME | query:NAME | path | authority | client_ip
+  slow_start     = "0s"           # ramp a new or recovered backend's weight over this long, at most 1h; "0s" = off
 
   route {                         # one or more; the most specific match over all upstreams wins
-    host        = "web.example.com" # exact, or "*.example.com"; empty = any host
+    host        = "web.example.com" # not the default ("" = any host); exact, or "*.example.com"
     path_prefix = "/"
     methods     = []                # empty = any
   }
 
   backend "web-1" {               # static backends
     address = "http://127.0.0.1:8080"   # http:// = HTTP/1.1; https:// or schemeless = HTTP/2 over TLS
-    weight  = 100
+    weight  = 100                       # 1..1000000
   }
 
   consul {                        # discovered backends (may be combined with static ones)
-    service = "web"
-    tags    = []                  # an instance must carry all of them
-    health  = "passing"           # passing | warning (warning also admits instances whose worst check is warning)
+    service    = "web"            # required
+    tags       = []               # an instance must carry all of them
+    health     = "passing"        # passing | warning (warning also admits instances whose worst check is warning)
     datacenter = ""
     namespace  = ""
     partition  = ""
-    scheme  = "https"             # how discovered instances are reached; per-instance ServiceMeta "impulse-scheme" overrides
+    scheme     = "https"          # how discovered instances are reached; per-instance ServiceMeta "impulse-scheme" overrides
   }
 
   health_check {                  # active checks, also run against discovered backends
@@ -78,25 +91,31 @@ upstream "web" {
     timeout             = "1s"
     healthy_threshold   = 2
     unhealthy_threshold = 3
+    unknown_is_healthy  = true    # a backend takes traffic before its first check completes
   }
 
   outlier_detection {             # passive outcome tracking
     consecutive_failures = 5
     base_ejection_time   = "10s"
-    max_ejection_percent = 50
+    max_ejection_percent = 50     # 0..100
   }
 
   tls {                           # to HTTP/2-over-TLS backends; verification is on by default
-    ca_file              = ""
+    ca_file              = ""     # PEM roots replacing the system roots
     server_name          = ""
-    cert_file            = ""
+    cert_file            = ""     # client certificate, with key_file
     key_file             = ""
     insecure_skip_verify = false
   }
 
   timeouts {
     connect         = "2s"
-    response_header = "30s"
-    idle            = "90s"
+    response_header = "30s"       # exceeding it answers 504
+    idle            = "90s"       # how long an idle backend connection is kept
   }
 }
+
+# Path normalisation (top level; README "Paths: what is matched, what is forwarded").
+normalize_path  = true           # forward the path's normal form; false: as sent (routing always uses the normal form)
+merge_slashes   = false          # true: "//" is "/" for routing and forwarding
+escaped_slashes = "reject"       # reject | keep | unescape: what %2F, %5C and "\" mean (README "Routing")

@@ -1,0 +1,2 @@
+upstream "web" {
+  route {
