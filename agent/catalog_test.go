@@ -84,7 +84,7 @@ func TestDeclaration(t *testing.T) {
 				`tag impulse.lb=fastest: must be one of round_robin, random, least_request, ewma`,
 				`tag "impulse.colour=blue": unknown key "colour"`,
 				`tag "impulse.route": not KEY=VALUE`,
-				`instance n/1: ServiceMeta impulse-route "/a b": path "/a b" must not contain spaces`,
+				`instance n/1: ServiceMeta impulse-route "/a b": path must not contain spaces or control characters; got "/a b"`,
 				`instance n/1: ServiceMeta impulse-route "": empty route`,
 				`instance n/1: ServiceMeta impulse-lb "consistent_hash"`,
 			}},

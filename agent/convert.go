@@ -29,7 +29,7 @@ const MetaScheme = "impulse-scheme"
 // file is refused before anything changes). Errors are *ConfigError
 // pointing at the file at fault (cert_file, key_file, ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
-	var gc gateway.Config
+	gc := gateway.Config{Paths: pathOptions(c.Paths)}
 	for _, l := range c.Listeners {
 		cert, err := loadKeyPair(&l.TLS, fmt.Sprintf("listener %q tls", l.Name))
 		if err != nil {

@@ -35,6 +35,9 @@ type Config struct {
 	QUICLogger *slog.Logger
 	// Metrics receives request and connection metrics (nil: discard).
 	Metrics *metrics.Metrics
+	// Paths are the path normalisation settings; the zero value is the
+	// default (see route.PathOptions and NormalizePath). Apply switches them.
+	Paths route.PathOptions
 }
 
 // ListenerConfig is one HTTP/3 listener.
@@ -79,6 +82,7 @@ type Gateway struct {
 	qlog    *slog.Logger
 	metrics *gatewayMetrics
 	table   atomic.Pointer[table]
+	paths   atomic.Pointer[route.PathOptions]
 
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
 	listeners map[string]*listener
@@ -103,6 +107,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}, workers: newWorkers()}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
+	g.paths.Store(&cfg.Paths)
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
 		return nil, err
 	}
@@ -137,6 +142,7 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 	if err := g.applyUpstreamsLocked(cfg.Upstreams); err != nil {
 		return err
 	}
+	g.paths.Store(&cfg.Paths)
 	return g.applyListenersLocked(ctx, cfg.Listeners)
 }
 

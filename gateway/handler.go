@@ -46,7 +46,17 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 			return
 		}
 	}
-	rt := tbl.routes.Match(r.Host, r.URL.Path, r.Method)
+	if !validAuthority(r.Host) {
+		rec.malformed(w, reasonInvalidAuthority)
+		return
+	}
+	path, err := normalizeTarget(r, g.paths.Load())
+	if err != nil {
+		g.log.Debug("path cannot be routed safely", "path", r.RequestURI, "error", err)
+		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)
+		return
+	}
+	rt := tbl.routes.Match(r.Host, path, r.Method)
 	if rt == nil {
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)
 		return

@@ -1,5 +1,17 @@
 package gateway
 
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/impulse-agent/impulse-agent/gateway/route"
+)
+
 // validRequestTarget reports whether a :path value can be forwarded as sent:
 // "*" (OPTIONS, RFC 9110 §9.3.7), or a path starting with "/" without a
 // space, "#" (a fragment is never sent, RFC 9110 §4.2.4) or a control byte,
@@ -20,4 +32,63 @@ func validRequestTarget(t string) bool {
 		}
 	}
 	return true
+}
+
+// reasonInvalidAuthority: the :authority (or Host) is not a host[:port]
+// that can be forwarded unchanged; the request is malformed.
+const reasonInvalidAuthority = "invalid_authority"
+
+// validAuthority reports whether host, the request's :authority or Host,
+// may be forwarded: empty (an in-process request) or a value
+// httpguts.ValidHostHeader accepts (RFC 3986 §3.2.2 host and port bytes).
+// Anything else ("a b") is an invalid pseudo-header value, which makes the
+// request malformed (RFC 9114 §4.1.2, §4.3.1); net/http would forward it
+// with an empty Host and x/net/http2 would refuse it.
+func validAuthority(host string) bool {
+	return host == "" || httpguts.ValidHostHeader(host)
+}
+
+// normalizeTarget returns the normalised path of r's request-target
+// (route.NormalizePath with o) for matching and, unless o.ForwardAsSent,
+// rewrites r.URL so that the normalised path is what the backend receives.
+// "*" (OPTIONS, RFC 9110 §9.3.7) is returned as is. The query is never
+// touched. Errors wrap route.ErrInvalidPath.
+func normalizeTarget(r *http.Request, o *route.PathOptions) (string, error) {
+	raw := r.RequestURI
+	switch i := strings.IndexByte(raw, '?'); {
+	case raw == "":
+		raw = r.URL.EscapedPath() // built in process, not received
+	case i >= 0:
+		raw = raw[:i]
+	}
+	if raw == "*" {
+		return raw, nil
+	}
+	norm, err := route.NormalizePath(raw, *o)
+	if err != nil || o.ForwardAsSent || norm == raw {
+		return norm, err
+	}
+	u := *r.URL
+	u.RawPath = norm
+	u.Path, err = url.PathUnescape(norm)
+	if err != nil { // unreachable: NormalizePath writes only valid escapes
+		return "", err
+	}
+	r.URL = &u
+	return norm, nil
+}
+
+// malformed answers a malformed request (RFC 9114 §4.1.2) with a stream
+// error of type H3_MESSAGE_ERROR on HTTP/3, a 400 elsewhere, and counts it
+// as a 400 with reason.
+func (rec recorder) malformed(w http.ResponseWriter, reason string) {
+	if hs, ok := w.(http3.HTTPStreamer); ok {
+		if str, err := hs.HTTPStream(); err == nil {
+			rec.record(nil, nil, http.StatusBadRequest, reason)
+			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeMessageError))
+			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeMessageError))
+			return
+		}
+	}
+	rec.finish(w, nil, nil, http.StatusBadRequest, reason)
 }

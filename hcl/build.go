@@ -17,6 +17,7 @@ func Default() *Config {
 	return &Config{
 		LogLevel:     DefaultLogLevel,
 		DrainTimeout: DefaultDrainTimeout,
+		Paths:        DefaultPaths(),
 		Control:      Control{Address: DefaultControlAddress},
 		Telemetry: Telemetry{
 			PrometheusRetention: DefaultPrometheusRetention,
@@ -54,6 +55,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	}
 	c.LogJSON = top.boolean(m.LogJSON, false)
 	c.DrainTimeout = top.duration(m.DrainTimeout, DefaultDrainTimeout, 0, 0)
+	c.Paths = buildPaths(top, m)
 
 	c.Control = buildControl(top, m.Control)
 

@@ -124,6 +124,8 @@ type Config struct {
 	// DrainTimeout is the graceful shutdown budget for in-flight requests
 	// (default 30s; >= 0).
 	DrainTimeout time.Duration
+	// Paths are the path normalisation settings (always present, defaulted).
+	Paths Paths
 
 	// Consul is the Consul agent connection. It is nil when no file has a
 	// consul block and no upstream uses Consul discovery; when an upstream has

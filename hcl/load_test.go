@@ -487,7 +487,7 @@ func TestFullExample(t *testing.T) {
 	}
 	// Every value the file writes is the default, except where its comments
 	// say otherwise (route host, catalog enabled, the listener).
-	if d := Default(); cfg.LogLevel != d.LogLevel || cfg.DrainTimeout != d.DrainTimeout || controlSettings(cfg.Control) != d.Control || cfg.Telemetry != d.Telemetry {
+	if d := Default(); cfg.LogLevel != d.LogLevel || cfg.DrainTimeout != d.DrainTimeout || controlSettings(cfg.Control) != d.Control || cfg.Telemetry != d.Telemetry || cfg.Paths != d.Paths {
 		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]

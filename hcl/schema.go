@@ -23,6 +23,10 @@ type rawFile struct {
 	LogJSON      *hcl2.Attribute `hcl:"log_json,optional"`
 	DrainTimeout *hcl2.Attribute `hcl:"drain_timeout,optional"`
 
+	NormalizePath  *hcl2.Attribute `hcl:"normalize_path,optional"` // paths.go
+	MergeSlashes   *hcl2.Attribute `hcl:"merge_slashes,optional"`
+	EscapedSlashes *hcl2.Attribute `hcl:"escaped_slashes,optional"`
+
 	Consuls    []*rawConsul    `hcl:"consul,block"`
 	Controls   []*rawControl   `hcl:"control,block"`
 	Telemetrys []*rawTelemetry `hcl:"telemetry,block"`

@@ -176,17 +176,27 @@ func checkPathPrefix(p string) string {
 		return fmt.Sprintf("must not contain a query or fragment; got %q", p)
 	case strings.Contains(p, "//"):
 		return fmt.Sprintf("must not contain an empty segment (\"//\"); got %q", p)
+	case strings.Contains(p, "\\"):
+		return fmt.Sprintf("must not contain a backslash; got %q", p)
+	case strings.ContainsFunc(p, isControlOrSpace):
+		return fmt.Sprintf("must not contain spaces or control characters; got %q", p)
 	}
 	for _, seg := range strings.Split(p, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Sprintf("must not contain a %q segment; got %q", seg, p)
+		if s, err := url.PathUnescape(seg); err == nil && (s == "." || s == "..") {
+			return fmt.Sprintf("must not contain a %q segment; got %q", s, p)
 		}
 	}
-	if _, err := url.PathUnescape(p); err != nil {
+	s, err := url.PathUnescape(p)
+	if err != nil {
 		return fmt.Sprintf("has an invalid percent-encoding; got %q", p)
+	}
+	if strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c == 0x7f }) { // "%20" is fine
+		return fmt.Sprintf("must not contain an encoded control byte; got %q", p)
 	}
 	return ""
 }
+
+func isControlOrSpace(c rune) bool { return c <= ' ' || c == 0x7f }
 
 func buildBackend(b blk, r *rawBackend) Backend {
 	be := Backend{Name: r.Name, Range: r.DefRange}

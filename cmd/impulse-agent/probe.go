@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
+	"golang.org/x/net/http/httpguts"
 )
 
 // probeUserAgent is sent unless the operator supplies a User-Agent with -H.
@@ -159,6 +160,11 @@ func parseProbeFlags(args []string, stderr io.Writer) (*probeOptions, int) {
 		}
 		value = strings.TrimSpace(value)
 		if strings.EqualFold(name, "host") {
+			if !httpguts.ValidHostHeader(value) {
+				// quic-go's client would not send it and then wait for an
+				// answer until -timeout (README "Not done").
+				return usage("bad Host %q: not a host[:port] (RFC 3986 §3.2.2)", value)
+			}
 			o.host = value
 			continue
 		}

@@ -263,3 +263,14 @@ func TestProbeUsageErrors(t *testing.T) {
 		t.Errorf("-h: code=%d usage=%q", code, errOut)
 	}
 }
+
+// TestProbeBadHostIsUsageError: a Host quic-go's client cannot encode is a
+// usage error at once, not a request that never leaves and times out.
+func TestProbeBadHostIsUsageError(t *testing.T) {
+	for _, host := range []string{"a b", "a\"b", "a<b>"} {
+		code, _, errOut := probe(t, nil, "-timeout", "30s", "-H", "Host: "+host, "https://127.0.0.1:1/")
+		if code != 2 || !strings.Contains(errOut, "bad Host") {
+			t.Errorf("Host %q: exit %d, %q; want usage error 2", host, code, errOut)
+		}
+	}
+}

@@ -4,6 +4,7 @@
 package route
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,7 +22,9 @@ type Definition struct {
 	Host string
 	// PathPrefix matches whole path segments: "/api" matches "/api" and
 	// "/api/x" but not "/apix"; a prefix ending in "/" matches any path that
-	// starts with it. Must start with "/".
+	// starts with it. Must start with "/". It is compared in its normal form
+	// (NormalizePath, escaped slashes kept) with the request's normalised
+	// path: "/%7Eu" and "/~u" are the same prefix.
 	PathPrefix string
 	// Methods restricts the route to these methods; empty means any.
 	Methods []string
@@ -75,7 +78,14 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		if !strings.HasPrefix(d.PathPrefix, "/") {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q must start with \"/\"", d.Upstream, d.PathPrefix)
 		}
-		r := &Route[T]{Definition: d, Target: target, prefix: d.PathPrefix}
+		prefix, err := NormalizePath(d.PathPrefix, PathOptions{EscapedSlashes: EscapedSlashesKeep})
+		if err == nil && strings.Count(prefix, "/") != strings.Count(d.PathPrefix, "/") {
+			err = errors.New("dot-segments") // "/a/%2E%2E" would silently become "/"
+		}
+		if err != nil {
+			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
+		}
+		r := &Route[T]{Definition: d, Target: target, prefix: prefix}
 		h := strings.TrimSuffix(strings.ToLower(d.Host), ".")
 		switch {
 		case h == "":
@@ -149,8 +159,9 @@ func sortRoutes[T any](l []*Route[T]) {
 func (t *Table[T]) Routes() []*Route[T] { return t.ordered }
 
 // Match returns the most specific route for host (an :authority or Host
-// value, port allowed), path and method, or nil when none matches. It does
-// not allocate for lower-case hosts.
+// value, port allowed), path and method, or nil when none matches. path must
+// be in normal form (NormalizePath): the gateway matches what it forwards.
+// It does not allocate for lower-case hosts.
 func (t *Table[T]) Match(host, path, method string) *Route[T] {
 	host = normalizeHost(host)
 	if l, ok := t.exact[host]; ok {

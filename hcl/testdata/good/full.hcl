@@ -116,3 +116,8 @@ upstream "web" {
     idle            = "90s"       # how long an idle backend connection is kept
   }
 }
+
+# Path normalisation (top level; README "Paths: what is matched, what is forwarded").
+normalize_path  = true           # forward the path's normal form; false: as sent (routing always uses the normal form)
+merge_slashes   = false          # true: "//" is "/" for routing and forwarding
+escaped_slashes = "reject"       # reject | keep | unescape: what %2F, %5C and "\" mean (README "Routing")

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/qpack"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/quicvarint"
+
+	"github.com/impulse-agent/impulse-agent/gateway/route"
+)
+
+// seen records which backend got the last request and its request-target.
+type seen struct {
+	mu           sync.Mutex
+	backend, uri string
+}
+
+func (s *seen) handler(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.backend, s.uri = name, r.RequestURI
+		s.mu.Unlock()
+		io.WriteString(w, name)
+	})
+}
+
+func (s *seen) take() (string, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, u := s.backend, s.uri
+	s.backend, s.uri = "", ""
+	return b, u
+}
+
+// rawGet sends one GET with :path exactly p (no client-side cleaning) on
+// conn and returns the response's :status and body, or the stream error.
+func rawGet(t *testing.T, conn *quic.Conn, p string) (status, body string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := str.Write(headersFrame(qpack.HeaderField{Name: ":method", Value: "GET"}, qpack.HeaderField{Name: ":scheme", Value: "https"},
+		qpack.HeaderField{Name: ":authority", Value: "localhost"}, qpack.HeaderField{Name: ":path", Value: p})); err != nil {
+		t.Fatal(err)
+	}
+	str.Close()
+	return readRawResponse(t, str)
+}
+
+// readRawResponse reads a whole response stream: its :status and body, or
+// the stream error.
+func readRawResponse(t *testing.T, str *quic.Stream) (status, body string, err error) {
+	t.Helper()
+	raw, err := io.ReadAll(str)
+	if err != nil {
+		return "", "", err
+	}
+	r := bufio.NewReader(strings.NewReader(string(raw)))
+	for {
+		typ, err := quicvarint.Read(r)
+		if err != nil {
+			return status, body, nil
+		}
+		n, err := quicvarint.Read(r)
+		if err != nil {
+			t.Fatal("truncated frame")
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			t.Fatal("truncated frame")
+		}
+		switch typ {
+		case 0x01: // HEADERS
+			dec := qpack.NewDecoder().Decode(payload)
+			for f, err := dec(); err == nil; f, err = dec() {
+				if f.Name == ":status" && status == "" {
+					status = f.Value
+				}
+			}
+		case 0x00: // DATA
+			body += string(payload)
+		}
+	}
+}
+
+// TestPathNormalisationRouting: requests sent raw, with paths a client
+// library would clean, are routed by their RFC 3986 normal form; what the
+// backend receives depends on the settings; and the route chosen is the one
+// a client asking for the normalised path directly gets.
+func TestPathNormalisationRouting(t *testing.T) {
+	var s seen
+	// admin is an HTTP/2 backend: both protocols get the normal form.
+	api, admin, root := newH1Backend(t, s.handler("api")), newH2Backend(t, s.handler("admin")), newH1Backend(t, s.handler("root"))
+	h := newHarness(t, staticUpstream("api", "/api/", api), staticUpstream("admin", "/admin", admin), staticUpstream("root", "/", root))
+	conn := dialRaw(t, h)
+	forwardAsSent := route.PathOptions{ForwardAsSent: true}
+	merge := route.PathOptions{MergeSlashes: true}
+	keep := route.PathOptions{EscapedSlashes: route.EscapedSlashesKeep}
+	unescape := route.PathOptions{EscapedSlashes: route.EscapedSlashesUnescape}
+	for _, c := range []struct {
+		name    string
+		o       route.PathOptions
+		path    string
+		backend string // "" wants 400 invalid_path
+		got     string // what the backend receives
+	}{
+		{"dot-dot", route.PathOptions{}, "/api/../admin", "admin", "/admin"},
+		{"encoded dots", route.PathOptions{}, "/api/%2e%2E/admin", "admin", "/admin"},
+		{"dot", route.PathOptions{}, "/api/x/./y", "api", "/api/x/y"},
+		{"trailing dot-dot", route.PathOptions{}, "/api/x/..", "api", "/api/"},
+		{"unreserved escapes, query untouched", route.PathOptions{}, "/api/%7eu%2Dv?q=%2e%2e/x&r=%7e", "api", "/api/~u-v?q=%2e%2e/x&r=%7e"},
+		{"hex case", route.PathOptions{}, "/api/caf%c3%a9", "api", "/api/caf%C3%A9"},
+		{"double encoding is data", route.PathOptions{}, "/api/%252e%252e/admin", "api", "/api/%252e%252e/admin"},
+		{"slashes kept", route.PathOptions{}, "//api/x", "root", "//api/x"},
+		{"empty segment popped", route.PathOptions{}, "/api//../admin", "api", "/api/admin"},
+		{"encoded slash", route.PathOptions{}, "/api/..%2Fadmin", "", ""},
+		{"encoded backslash", route.PathOptions{}, "/api/..%5cadmin", "", ""},
+		{"backslash", route.PathOptions{}, "/api\\..\\admin", "", ""},
+		{"climb above root", route.PathOptions{}, "/api/../../admin", "", ""},
+		{"dot-dot with a parameter", route.PathOptions{}, "/api/..;/admin", "", ""},
+		{"encoded NUL", route.PathOptions{}, "/api/a%00", "", ""},
+		{"encoded CR LF", route.PathOptions{}, "/api/a%0d%0aX-Injected:%201", "", ""},
+		{"forward as sent", forwardAsSent, "/api/../admin", "admin", "/api/../admin"},
+		{"forward as sent, clean", forwardAsSent, "/api/%7eu", "api", "/api/%7eu"},
+		{"merge", merge, "//api//x", "api", "/api/x"},
+		{"merge, then dots", merge, "/api//../admin", "admin", "/admin"},
+		{"keep", keep, "/api/..%2fadmin", "api", "/api/..%2Fadmin"},
+		{"keep backslash", keep, "/api/a\\b", "api", "/api/a%5Cb"},
+		{"keep, one segment", keep, "/api%2F..%2Fadmin", "root", "/api%2F..%2Fadmin"},
+		{"unescape", unescape, "/api/..%2Fadmin", "admin", "/admin"},
+		{"unescape backslash", unescape, "/api%5C..%5cadmin", "admin", "/admin"},
+		{"unescape literal backslash", unescape, "/api\\..\\admin", "admin", "/admin"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h.gw.paths.Store(&c.o)
+			status, body, err := rawGet(t, conn, c.path)
+			if err != nil {
+				t.Fatalf("%q: %v", c.path, err)
+			}
+			backend, got := s.take()
+			if c.backend == "" {
+				if status != "400" || !strings.Contains(body, "invalid_path") || backend != "" {
+					t.Fatalf("%q: %s %q, backend %q; want 400 invalid_path, no backend", c.path, status, body, backend)
+				}
+				return
+			}
+			if status != "200" || backend != c.backend || got != c.got {
+				t.Fatalf("%q: %s %q, backend %q got %q; want %s got %q", c.path, status, body, backend, got, c.backend, c.got)
+			}
+			if c.o.ForwardAsSent {
+				return
+			}
+			// A client asking for the normalised path directly gets the
+			// same route and the same request at the backend.
+			resp := h.get(got)
+			resp.Body.Close()
+			if b2, got2 := s.take(); b2 != backend || got2 != got {
+				t.Fatalf("normalised %q: backend %q got %q; the raw request went to %q", got, b2, got2, backend)
+			}
+		})
+	}
+}
+
+// TestPathsApply: the path settings arrive with New and change with Apply.
+func TestPathsApply(t *testing.T) {
+	want := route.PathOptions{MergeSlashes: true, EscapedSlashes: route.EscapedSlashesUnescape}
+	g, err := New(Config{Paths: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	if got := *g.paths.Load(); got != want {
+		t.Fatalf("after New: %+v", got)
+	}
+	if err := g.Apply(context.Background(), Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := *g.paths.Load(); got != (route.PathOptions{}) {
+		t.Fatalf("after Apply: %+v", got)
+	}
+}
