@@ -52,6 +52,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	up := rt.Target
+	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
 	b, set := up.Pick(r)
 	if b == nil {
 		reason := transport.ReasonNoBackend

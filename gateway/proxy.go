@@ -67,12 +67,10 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		out.Body = nil
 	case r.ContentLength > coalesceBytes:
 		out.Body = newCoalescingBody(out.Body)
-	case r.ContentLength < 0 && noChunkedBody[r.Method]:
-		// HTTP/3 gives no length when the client sent no Content-Length.
-		// For these methods net/http would probe the body in a goroutine
-		// with a 200 ms timer; one synchronous byte tells it at once (the
-		// client's FIN normally arrives with the headers).
-		out.Body, out.ContentLength = probeBody(r.Body)
+	case r.ContentLength < 0 && b.Scheme == transport.SchemeHTTP:
+		// The body exists (settleBody): chunked, without net/http probing
+		// it a second time for methods that usually have none.
+		out.TransferEncoding = chunkedTE
 	}
 	// Request trailers are forwarded once the body ends. quic-go moves the
 	// names the client declared (its Trailer field) into r.Trailer and
@@ -111,46 +109,10 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	return out, wb
 }
 
-var emptyValue = []string{""}
-
-// noChunkedBody are the methods for which net/http will not send an
-// unknown-length body chunked without probing it first (transfer.go).
-var noChunkedBody = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "PROPFIND": true, "SEARCH": true}
-
-// probeBody reads one byte of body: at EOF the request has no body (nil, 0);
-// otherwise the byte is put back in front of the rest (length still unknown).
-func probeBody(body io.ReadCloser) (io.ReadCloser, int64) {
-	var one [1]byte
-	n, err := io.ReadFull(body, one[:])
-	if n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
-		return nil, 0
-	}
-	return &prefixedBody{prefix: one[:n], err: err, ReadCloser: body}, -1
-}
-
-// prefixedBody replays bytes already read from a body before the rest.
-type prefixedBody struct {
-	prefix []byte
-	err    error // the error of the probe read, returned after the prefix
-	io.ReadCloser
-}
-
-func (p *prefixedBody) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	if p.err != nil {
-		err := p.err
-		p.err = nil
-		if err != io.EOF && err != io.ErrUnexpectedEOF {
-			return 0, err
-		}
-		return 0, io.EOF
-	}
-	return p.ReadCloser.Read(b)
-}
+var (
+	emptyValue = []string{""}
+	chunkedTE  = []string{"chunked"}
+)
 
 // trailerBody copies the client's request trailers into the outgoing
 // request once the body has been read to the end; HTTP/3 delivers them only
