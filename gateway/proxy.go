@@ -186,6 +186,17 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 
 func noCancel(error) {}
 
+// streamsBody reports whether the response headers are sent at once rather
+// than with the first body bytes: when the body's length is unknown (chunked
+// or close-delimited HTTP/1.1, HTTP/2 without content-length). Those are the
+// streams (text/event-stream, long polls, gRPC) whose first bytes may be
+// long in coming, and a client must see the status without waiting for
+// them. A body of known length normally follows its headers at once, so
+// they share the first packet (one packet less for every small response).
+func streamsBody(resp *http.Response) bool {
+	return resp.ContentLength < 0 && resp.Body != nil && resp.Body != http.NoBody
+}
+
 // Response bodies are copied through a 32 KiB buffer, and through a
 // bulkBufSize one once a read fills the small buffer with more to come: for
 // HTTP/2 backends every read sends WINDOW_UPDATE frames and a TLS write, for
@@ -223,10 +234,13 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil && streamsBody(resp) {
+		flusher.Flush()
+	}
 	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
 	defer func() { pool.Put(bufp) }()
 	buf := *bufp
-	flusher, _ := w.(http.Flusher)
 	var written int64
 	for {
 		n, rerr := resp.Body.Read(buf)
