@@ -74,7 +74,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 			return
 		}
 		status, reason := transport.Classify(ctx, err)
-		if status != transport.StatusClientClosed {
+		if status != transport.StatusClientClosed && !transport.IsGracefulGoAway(err) {
 			outcome, failReason = health.Failure, reason
 		}
 		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)

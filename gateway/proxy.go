@@ -105,8 +105,21 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	if out.Body != nil {
 		wb = &watchedBody{ReadCloser: out.Body}
 		out.Body = wb
+		if b.Scheme == transport.SchemeHTTPS {
+			// x/net/http2 replays streams a graceful GOAWAY or REFUSED_STREAM
+			// left unprocessed, if it can get the body again.
+			out.Body, out.GetBody = newReplayBody(wb, replayLimit(r.ContentLength), r.ContentLength)
+		}
 	}
 	return out, wb
+}
+
+// endReplay tells out's body that the round trip is over: no attempt
+// follows, so nothing more is kept for one.
+func endReplay(out *http.Request) {
+	if rr, ok := out.Body.(*replayReader); ok {
+		rr.b.seal()
+	}
 }
 
 var (
@@ -149,6 +162,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
 		out, body := outgoing(r.Context(), r, b)
 		resp, err := b.Transport.RoundTrip(out)
+		endReplay(out)
 		return resp, r.Context(), noCancel, body, err
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -172,6 +186,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
+	endReplay(out)
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()

@@ -1,0 +1,71 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/health"
+)
+
+// TestB22GracefulGoAwayCostsNoRequest: an HTTP/2 backend answers ten
+// streams per connection, then sends GOAWAY(NO_ERROR) with a last-stream-id
+// below streams the gateway has already sent. Those were never processed
+// (RFC 9113 §6.8), so they are sent again on a new connection, POSTs with
+// their bodies included: 100 concurrent GETs and 100 concurrent 2 KiB POSTs
+// all succeed, each POST reaches the backend whole exactly once per answer,
+// and the backend's health is untouched (one failure would eject it).
+func TestB22GracefulGoAwayCostsNoRequest(t *testing.T) {
+	fb := newFrameBackend(t, 10, 10)
+	uc := staticUpstream("u", "/", fb.Server)
+	uc.ResponseHeaderTimeout = 30 * time.Second // x/net backs off between later retries
+	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+	h := newHarness(t, uc)
+	body := bytes.Repeat([]byte("x"), 2048)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[string]map[int]int{"GET": {}, "POST": {}}
+	for i := range 200 {
+		method := "GET"
+		if i%2 == 1 {
+			method = "POST"
+		}
+		wg.Go(func() {
+			var rd io.Reader
+			if method == "POST" {
+				rd = bytes.NewReader(body)
+			}
+			req, _ := http.NewRequest(method, h.base+"/b22", rd)
+			code := 0
+			if resp, err := h.client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				code = resp.StatusCode
+			} else {
+				t.Log(err)
+			}
+			mu.Lock()
+			statuses[method][code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for m, byCode := range statuses {
+		if byCode[200] != 100 {
+			t.Errorf("%s: statuses %v, want 100 × 200", m, byCode)
+		}
+	}
+	for _, st := range fb.answered() {
+		if st.Method == "POST" && st.Body != len(body) {
+			t.Errorf("a POST reached the backend with %d of %d body bytes", st.Body, len(body))
+		}
+	}
+	for _, bi := range h.gw.Backends() {
+		if bi.Ejected || !bi.Eligible {
+			t.Errorf("a graceful GOAWAY counted against backend %s: %+v", bi.ID, bi)
+		}
+	}
+}
