@@ -236,3 +236,53 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 		}
 	})
 }
+
+// TestB15ProbeNeverStallsARequest: finding out whether a request without
+// content-length has a body never holds back a client that sends its body
+// only after the backend has seen the request (a full-duplex stream): it is
+// forwarded after the bounded wait at most. With Expect (the client waits
+// for the 100) it is forwarded without waiting at all: here the wait is
+// made longer than the test's patience.
+func TestB15ProbeNeverStallsARequest(t *testing.T) {
+	for _, proto := range []string{"h1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			started := make(chan struct{}, 1)
+			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				started <- struct{}{}
+				b, _ := io.ReadAll(r.Body)
+				io.WriteString(w, string(b))
+			})
+			be := newH1Backend(t, hf)
+			if proto == "h2" {
+				be = newH2Backend(t, hf)
+			}
+			h := newHarness(t, staticUpstream("u", "/", be))
+			conn := dialRaw(t, h)
+			for _, c := range []struct {
+				method string
+				expect bool
+			}{{"GET", false}, {"POST", false}, {"POST", true}} {
+				if c.expect {
+					probeWait.Store(int64(time.Hour))
+				}
+				var extra []qpack.HeaderField
+				if c.expect {
+					extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
+				}
+				status, body := rawRequest(t, conn, func(str *quic.Stream) {
+					str.Write(headersFrame(requestFields(c.method, "/duplex", extra...)...))
+					select {
+					case <-started:
+					case <-time.After(10 * time.Second):
+						t.Errorf("%s (expect %v): the backend never saw the request while the client waited for it", c.method, c.expect)
+					}
+					str.Write(dataFrame("late body"))
+				})
+				probeWait.Store(int64(bodyProbeWait))
+				if status != "200" || string(body) != "late body" {
+					t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
+				}
+			}
+		})
+	}
+}

@@ -106,8 +106,11 @@ func (fb *frameBackend) serve(c *tls.Conn) {
 		hbuf.Reset()
 		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
 		enc.WriteField(hpack.HeaderField{Name: "content-length", Value: "2"})
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true})
-		fr.WriteData(id, true, []byte("ok"))
+		head := st.Method == "HEAD"
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true, EndStream: head})
+		if !head {
+			fr.WriteData(id, true, []byte("ok"))
+		}
 		answered++
 		if fb.goAwayAfter > 0 && answered == fb.goAwayAfter && !goneAway {
 			goneAway, lastID = true, id

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,6 +13,9 @@ import (
 // Transport waits as long for methods that usually have no body
 // (transfer.go, probeRequestBody).
 const bodyProbeWait = 200 * time.Millisecond
+
+// probeWait is bodyProbeWait, in nanoseconds; tests change it.
+var probeWait = func() *atomic.Int64 { var v atomic.Int64; v.Store(int64(bodyProbeWait)); return &v }()
 
 // readDeadliner is quic-go's HTTP/3 ResponseWriter: a read deadline on the
 // request stream (what http.ResponseController.SetReadDeadline calls).
@@ -55,7 +59,7 @@ func settleBody(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header["Expect"]) > 0 || isGRPC(r.Header) {
 		return
 	}
-	if body, empty := probeBody(r.Body, bodyProbeWait); empty {
+	if body, empty := probeBody(r.Body, time.Duration(probeWait.Load())); empty {
 		r.Body, r.ContentLength = http.NoBody, 0
 	} else {
 		r.Body = body
