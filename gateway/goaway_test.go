@@ -69,3 +69,42 @@ func TestB22GracefulGoAwayCostsNoRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestB22GracefulGoAwayIsNotABackendFailure: a POST too long to keep for a
+// replay (128 KiB) that a graceful GOAWAY leaves unprocessed after its body
+// started fails (502), but never counts against the backend's health: with
+// consecutive_failures = 1 one such failure would eject it.
+func TestB22GracefulGoAwayIsNotABackendFailure(t *testing.T) {
+	fb := newFrameBackend(t, 2, 10)
+	uc := staticUpstream("u", "/", fb.Server)
+	uc.ResponseHeaderTimeout = 30 * time.Second
+	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+	h := newHarness(t, uc)
+	body := bytes.Repeat([]byte("x"), 128<<10)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	byCode := map[int]int{}
+	for range 30 {
+		wg.Go(func() {
+			code := 0
+			if resp, err := h.client.Post(h.base+"/big", "application/octet-stream", bytes.NewReader(body)); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				code = resp.StatusCode
+			}
+			mu.Lock()
+			byCode[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Logf("statuses %v", byCode)
+	if byCode[200]+byCode[502] != 30 {
+		t.Errorf("statuses %v, want only 200 and 502", byCode)
+	}
+	for _, bi := range h.gw.Backends() {
+		if bi.Ejected || !bi.Eligible {
+			t.Errorf("a graceful GOAWAY counted against backend %s: %+v", bi.ID, bi)
+		}
+	}
+}
