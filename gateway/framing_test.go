@@ -179,7 +179,12 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 			str.Write(headersFrame(requestFields("POST", "/b14")...))
 			for i := 1; i <= 3; i++ {
 				str.Write(dataFrame(piece))
-				for n := 0; n < 256*i; n = <-arrived {
+				for n := 0; n < 256*i; {
+					select {
+					case n = <-arrived:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("piece %d never reached the backend (%d bytes did)", i, n)
+					}
 				}
 			}
 			// All 768 bytes are at the backend: the FIN (rawRequest's
@@ -284,5 +289,27 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestB15EmptyBodyKnownWithoutWaiting: when a request's stream ended with
+// its HEADERS frame, the gateway knows there is no body without a goroutine
+// or a timer (a read with a deadline that has passed returns io.EOF). The
+// HTTP/3 client usually sends the FIN of a GET with its HEADERS; should
+// quic-go stop answering such a read with io.EOF, every GET would take the
+// bounded probe instead, and none would here.
+func TestB15EmptyBodyKnownWithoutWaiting(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h := newHarness(t, staticUpstream("u", "/", be))
+	const n = 20
+	before := bodyProbes.Load()
+	for range n {
+		resp := h.get("/")
+		resp.Body.Close()
+	}
+	probed := bodyProbes.Load() - before
+	t.Logf("%d of %d bodyless GETs needed the bounded probe", probed, n)
+	if probed == n {
+		t.Fatalf("all %d bodyless GETs waited in the bounded probe; none was known to be empty at once", n)
 	}
 }

@@ -101,10 +101,15 @@ func isGRPC(h http.Header) bool {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// bodyProbes counts probeBody calls (for tests: the path of every request
+// whose stream end was not known at once).
+var bodyProbes atomic.Int64
+
 // probeBody reads body's first byte in a goroutine and waits up to wait for
 // it: empty is true when the body ended first. Otherwise the returned body
 // yields that byte (or waits for it) before the rest.
 func probeBody(body io.ReadCloser, wait time.Duration) (_ io.ReadCloser, empty bool) {
+	bodyProbes.Add(1)
 	p := &probedBody{ReadCloser: body, done: make(chan struct{})}
 	go func() {
 		p.n, p.err = io.ReadFull(body, p.one[:]) // loops over empty DATA frames and trailers
