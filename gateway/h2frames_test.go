@@ -38,6 +38,7 @@ type frameBackend struct {
 
 	mu      sync.Mutex
 	streams []h2Stream // answered requests, in order
+	ignored []h2Stream // requests above a GOAWAY's last-stream-id, never processed
 	conns   map[*tls.Conn]bool
 }
 
@@ -59,6 +60,13 @@ func newFrameBackend(t *testing.T, goAwayAfter int, maxStreams uint32) *frameBac
 		s.Close()
 	})
 	return fb
+}
+
+// unprocessed returns the requests a GOAWAY left unprocessed so far.
+func (fb *frameBackend) unprocessed() []h2Stream {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return append([]h2Stream(nil), fb.ignored...)
 }
 
 // answered returns the requests answered so far.
@@ -150,6 +158,15 @@ func (fb *frameBackend) serve(c *tls.Conn) {
 		case *http2.MetaHeadersFrame:
 			id := f.StreamID
 			if goneAway && id > lastID {
+				st := h2Stream{}
+				for _, hf := range f.Fields {
+					if hf.Name == ":method" {
+						st.Method = hf.Value
+					}
+				}
+				fb.mu.Lock()
+				fb.ignored = append(fb.ignored, st)
+				fb.mu.Unlock()
 				continue // never processed: the client must retry it
 			}
 			if st := open[id]; st != nil { // trailers
