@@ -62,6 +62,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	up := rt.Target
+	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
 	b, set := up.Pick(r)
 	if b == nil {
 		reason := transport.ReasonNoBackend
@@ -83,7 +84,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 			return
 		}
 		status, reason := transport.Classify(ctx, err)
-		if status != transport.StatusClientClosed {
+		// A stream the backend left unprocessed (graceful GOAWAY; a body too
+		// long to send again) is not its failure.
+		if status != transport.StatusClientClosed && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {
 			outcome, failReason = health.Failure, reason
 		}
 		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)

@@ -99,12 +99,13 @@ func varint(v uint64) []byte {
 	}
 }
 
-// TestBodyPastContentLengthNeverReachesBackend: a request whose DATA frames
-// run past its Content-Length, or whose trailers are malformed, is malformed
-// (RFC 9114 §4.1.2). The client gets a stream error H3_MESSAGE_ERROR and the
-// backend never receives the whole declared body, so it cannot run the
-// request (a client retrying it would otherwise run it twice).
-func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
+// TestB14ContentLengthMismatchIsMalformed: a request whose DATA frames run
+// past its Content-Length or stop short of it, or whose trailers are
+// malformed, is malformed (RFC 9114 §4.1.2). The client gets a stream error
+// H3_MESSAGE_ERROR and the backend never receives the whole declared body,
+// so it cannot run the request (a client retrying it would otherwise run it
+// twice).
+func TestB14ContentLengthMismatchIsMalformed(t *testing.T) {
 	headers := headersFrame
 	data := func(s string) []byte { return append(append([]byte{0x00}, varint(uint64(len(s)))...), s...) }
 	req := func(cl string) []byte {
@@ -117,6 +118,8 @@ func TestBodyPastContentLengthNeverReachesBackend(t *testing.T) {
 	}
 	cases := map[string][]byte{
 		"one DATA frame past it":   slices.Concat(req("5"), data("0123456789")),
+		"DATA short of it":         slices.Concat(req("10"), data("01234")),
+		"empty DATA short of it":   slices.Concat(req("10"), data("")),
 		"a second DATA frame":      slices.Concat(req("5"), data("01234"), data("56789")),
 		"pseudo-header in trailer": slices.Concat(req("5"), data("01234"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
 		"connection-specific trailer, no length": slices.Concat(req(""), data("01234"),

@@ -67,12 +67,10 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		out.Body = nil
 	case r.ContentLength > coalesceBytes:
 		out.Body = newCoalescingBody(out.Body)
-	case r.ContentLength < 0 && noChunkedBody[r.Method]:
-		// HTTP/3 gives no length when the client sent no Content-Length.
-		// For these methods net/http would probe the body in a goroutine
-		// with a 200 ms timer; one synchronous byte tells it at once (the
-		// client's FIN normally arrives with the headers).
-		out.Body, out.ContentLength = probeBody(r.Body)
+	case r.ContentLength < 0 && b.Scheme == transport.SchemeHTTP:
+		// The body exists (settleBody): chunked, without net/http probing
+		// it a second time for methods that usually have none.
+		out.TransferEncoding = chunkedTE
 	}
 	// Request trailers are forwarded once the body ends. quic-go moves the
 	// names the client declared (its Trailer field) into r.Trailer and
@@ -107,50 +105,27 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	if out.Body != nil {
 		wb = &watchedBody{ReadCloser: out.Body}
 		out.Body = wb
+		if b.Scheme == transport.SchemeHTTPS {
+			// x/net/http2 replays streams a graceful GOAWAY or REFUSED_STREAM
+			// left unprocessed, if it can get the body again.
+			out.Body, out.GetBody = newReplayBody(wb, replayLimit(r.ContentLength), r.ContentLength)
+		}
 	}
 	return out, wb
 }
 
-var emptyValue = []string{""}
-
-// noChunkedBody are the methods for which net/http will not send an
-// unknown-length body chunked without probing it first (transfer.go).
-var noChunkedBody = map[string]bool{"GET": true, "HEAD": true, "OPTIONS": true, "PROPFIND": true, "SEARCH": true}
-
-// probeBody reads one byte of body: at EOF the request has no body (nil, 0);
-// otherwise the byte is put back in front of the rest (length still unknown).
-func probeBody(body io.ReadCloser) (io.ReadCloser, int64) {
-	var one [1]byte
-	n, err := io.ReadFull(body, one[:])
-	if n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF) {
-		return nil, 0
+// endReplay tells out's body that the round trip is over: no attempt
+// follows, so nothing more is kept for one.
+func endReplay(out *http.Request) {
+	if rr, ok := out.Body.(*replayReader); ok {
+		rr.b.seal()
 	}
-	return &prefixedBody{prefix: one[:n], err: err, ReadCloser: body}, -1
 }
 
-// prefixedBody replays bytes already read from a body before the rest.
-type prefixedBody struct {
-	prefix []byte
-	err    error // the error of the probe read, returned after the prefix
-	io.ReadCloser
-}
-
-func (p *prefixedBody) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	if p.err != nil {
-		err := p.err
-		p.err = nil
-		if err != io.EOF && err != io.ErrUnexpectedEOF {
-			return 0, err
-		}
-		return 0, io.EOF
-	}
-	return p.ReadCloser.Read(b)
-}
+var (
+	emptyValue = []string{""}
+	chunkedTE  = []string{"chunked"}
+)
 
 // trailerBody copies the client's request trailers into the outgoing
 // request once the body has been read to the end; HTTP/3 delivers them only
@@ -187,6 +162,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
 		out, body := outgoing(r.Context(), r, b)
 		resp, err := b.Transport.RoundTrip(out)
+		endReplay(out)
 		return resp, r.Context(), noCancel, body, err
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -210,6 +186,7 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
+	endReplay(out)
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()
@@ -223,6 +200,17 @@ func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration
 }
 
 func noCancel(error) {}
+
+// streamsBody reports whether the response headers are sent at once rather
+// than with the first body bytes: when the body's length is unknown (chunked
+// or close-delimited HTTP/1.1, HTTP/2 without content-length). Those are the
+// streams (text/event-stream, long polls, gRPC) whose first bytes may be
+// long in coming, and a client must see the status without waiting for
+// them. A body of known length normally follows its headers at once, so
+// they share the first packet (one packet less for every small response).
+func streamsBody(resp *http.Response) bool {
+	return resp.ContentLength < 0 && resp.Body != nil && resp.Body != http.NoBody
+}
 
 // Response bodies are copied through a 32 KiB buffer, and through a
 // bulkBufSize one once a read fills the small buffer with more to come: for
@@ -261,10 +249,13 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil && streamsBody(resp) {
+		flusher.Flush()
+	}
 	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
 	defer func() { pool.Put(bufp) }()
 	buf := *bufp
-	flusher, _ := w.(http.Flusher)
 	var written int64
 	for {
 		n, rerr := resp.Body.Read(buf)

@@ -79,3 +79,13 @@ func isH1HeaderTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "timeout awaiting response headers")
 }
+
+// IsGracefulGoAway reports whether err is x/net/http2's failure of a request
+// that an HTTP/2 backend's graceful GOAWAY left unprocessed (a stream above
+// its last-stream-id) and that could not be sent again, e.g. a body too long
+// to replay. The backend is shutting down as it should (RFC 9113 §6.8): not
+// a failure of its health. The error has no exported type; its text is
+// stable ("http2: Transport received Server's graceful shutdown GOAWAY").
+func IsGracefulGoAway(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "graceful shutdown GOAWAY")
+}
