@@ -131,9 +131,7 @@ func (a *Agent) build() error {
 		json = *opts.LogJSON
 	}
 	a.log, a.json = newLogger(opts.LogOutput, level, json), json
-	for _, w := range cfg.Warnings {
-		a.log.Warn("configuration", "warning", hcl.FormatDiagnostic(w))
-	}
+	a.logWarnings(cfg)
 	gc, err := gatewayConfig(cfg)
 	if err != nil {
 		return err
@@ -354,7 +352,16 @@ func (a *Agent) reloadLocked() error {
 	}
 	a.cfg = cfg
 	a.gen++
+	a.logWarnings(cfg)
 	return nil
+}
+
+// logWarnings logs the configuration's warnings (an expiring certificate, a
+// setting not supported yet) at start and after every accepted reload.
+func (a *Agent) logWarnings(cfg *hcl.Config) {
+	for _, w := range cfg.Warnings {
+		a.log.Warn("configuration", "warning", hcl.FormatDiagnostic(w))
+	}
 }
 
 // ControlAddr is the bound control API address once Run has started it.
