@@ -65,14 +65,25 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	b.Acquire()
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	resp, ctx, cancel, body, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
+	rr, iw := withInterim(w, r)
+	resp, ctx, cancel, body, err := roundTrip(rr, b, up.Config().ResponseHeaderTimeout)
+	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
+	if err == nil && resp.StatusCode < 200 {
+		// Only a 101 arrives as a final response (net/http), and the
+		// gateway never forwards Upgrade.
+		resp.Body.Close()
+		resp, err = nil, errSwitchingProtocols
+	}
 	if err != nil {
 		if f := body.failed(); f != bodyOK {
 			rec.clientBodyFailed(w, up, b, f, false)
 			return
 		}
 		status, reason := transport.Classify(ctx, err)
+		if invalidInterim(err) {
+			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
+		}
 		if status != transport.StatusClientClosed {
 			outcome, failReason = health.Failure, reason
 		}

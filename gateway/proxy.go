@@ -48,6 +48,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		h[k] = v
 	}
 	removeHopHeaders(h)
+	keepTETrailers(h, r.Header, b.Scheme)
 	if _, ok := h["User-Agent"]; !ok {
 		// An empty value stops net/http and x/net/http2 from sending their
 		// own ("Go-http-client/1.1"): a proxy forwards the client's, or none.
@@ -241,7 +242,8 @@ var (
 
 // copyResponse writes the backend response to w, streaming the body and
 // flushing each chunk so slow or long-lived responses reach the client as
-// they arrive. It returns a backend read error or a client write error.
+// they arrive; a response without content (hasNoContent) gets its header
+// only. It returns a backend read error or a client write error.
 func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
@@ -253,7 +255,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		// a proxy must not invent a media type the backend did not send.
 		h["Content-Type"] = nil
 	}
-	if len(resp.Trailer) > 0 {
+	noContent := resp.Request != nil && hasNoContent(resp.Request.Method, resp.StatusCode)
+	if noContent {
+		fixNoContentFraming(h, resp.StatusCode)
+	}
+	if len(resp.Trailer) > 0 && !noContent {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
 			names = append(names, k)
@@ -261,6 +267,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
+	if noContent {
+		// Whatever a misbehaving backend sent as content is dropped
+		// (RFC 9112 §6.3): the HEADERS frame ends the stream.
+		return nil, nil
+	}
 	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
 	defer func() { pool.Put(bufp) }()
 	buf := *bufp

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// continueWait is how long the gateway waits for the backend's own answer to
+// "Expect: 100-continue" (a 100 or a final status) before it sends the
+// client a 100 itself, so a backend that ignores the expectation never
+// stalls the client (RFC 9110 §10.1.1: a client waits only so long). The
+// wait is the gateway's, for both backend protocols (their transports
+// start reading the body at once). A variable for tests.
+var continueWait = time.Second
+
+// maxInterim is how many informational responses of one exchange are
+// relayed; the next one fails the round trip (502). It is quic-go's and
+// net/http's own client limit: more would make such clients fail anyway.
+const maxInterim = 5
+
+// errSwitchingProtocols: the gateway never forwards Upgrade (HTTP/3 has no
+// 101, RFC 9114 §4.5), so a 101 answers a request that did not ask for it
+// (RFC 9110 §15.2.2): the backend's response is invalid, a 502.
+var errSwitchingProtocols = errors.New("backend sent 101 (Switching Protocols) to a request without Upgrade")
+
+// errTooManyInterim: the backend sent more than maxInterim 1xx responses.
+var errTooManyInterim = errors.New("backend sent too many 1xx informational responses")
+
+// errBodyGivenUp is what a continueBody reads after the transport closed it.
+var errBodyGivenUp = errors.New("request body closed by the transport")
+
+// interim relays the backend's 1xx responses of one exchange to the client
+// (RFC 9110 §15.2: a proxy forwards them) and, for a request with
+// "Expect: 100-continue", sends the client a 100 itself when the backend is
+// silent for continueWait. The transport calls it from its own goroutines
+// while the handler waits in RoundTrip; finish ends that before the handler
+// writes the final response, so the ResponseWriter is never used by two
+// goroutines at once.
+type interim struct {
+	mu       sync.Mutex
+	w        http.ResponseWriter
+	final    bool          // the final response is being written: no more 1xx
+	sent100  bool          // a 100 (Continue) went to the client
+	n        int           // 1xx responses relayed
+	answered chan struct{} // closed on the backend's first 1xx or on finish
+	once     sync.Once
+}
+
+// withInterim returns r with a client trace that relays 1xx responses to w
+// and, when r expects 100-continue and has a body, a body that sends the
+// 100 before its first read (see continueBody). Rule for everything that
+// reads the client's body: read it only through the returned request's Body.
+// The caller must call finish once RoundTrip returned, before writing to w.
+func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
+	iw := &interim{w: w, answered: make(chan struct{})}
+	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx}
+	out := r.WithContext(httptrace.WithClientTrace(r.Context(), trace))
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
+		out.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
+	}
+	return out, iw
+}
+
+// expectsContinue reports whether h carries the 100-continue expectation
+// (RFC 9110 §10.1.1; the token is case-insensitive).
+func expectsContinue(h http.Header) bool {
+	return httpguts.HeaderValuesContainsToken(h["Expect"], "100-continue")
+}
+
+// got1xx is the trace's Got1xxResponse: it forwards one informational
+// response without the fields a 1xx must not carry, or fails the round trip.
+func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
+	if code == http.StatusSwitchingProtocols {
+		return errSwitchingProtocols
+	}
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	iw.signal()
+	if iw.final {
+		return nil
+	}
+	if iw.n++; iw.n > maxInterim {
+		return errTooManyInterim
+	}
+	if code == http.StatusContinue {
+		if iw.sent100 {
+			return nil // the gateway's own 100 went first; one is enough
+		}
+		iw.sent100 = true
+	}
+	dst := iw.w.Header()
+	for k, v := range h {
+		dst[k] = v
+	}
+	removeHopHeaders(dst)
+	// A 1xx has no content: Content-Length is forbidden there
+	// (RFC 9110 §8.6) and strict clients reset the stream on it.
+	delete(dst, "Content-Length")
+	iw.w.WriteHeader(code)
+	clear(dst) // the final response starts from an empty header
+	return nil
+}
+
+// send100 sends the gateway's own 100 (Continue) unless a 100 or the final
+// response went first.
+func (iw *interim) send100() {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	if iw.final || iw.sent100 {
+		return
+	}
+	iw.sent100 = true
+	iw.w.WriteHeader(http.StatusContinue)
+}
+
+func (iw *interim) signal() { iw.once.Do(func() { close(iw.answered) }) }
+
+// finish marks the start of the final response: no 1xx is written after it.
+func (iw *interim) finish() {
+	iw.mu.Lock()
+	iw.final = true
+	iw.signal()
+	iw.mu.Unlock()
+}
+
+// continueBody is the body of a request that expects 100-continue: a client
+// sends the body only after a 100 (or not at all after a final status), so
+// its first Read first waits up to continueWait for the backend's answer
+// and then sends the 100 itself. Nothing is read from the client before the
+// transport asks for the body: a backend that refuses at once (413) gets no
+// body, and the client is told to stop with STOP_SENDING H3_NO_ERROR when
+// the handler ends (RFC 9114 §4.1).
+type continueBody struct {
+	io.ReadCloser
+	iw        *interim
+	started   bool
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *continueBody) Read(p []byte) (int, error) {
+	if !b.started {
+		b.started = true
+		t := time.NewTimer(continueWait)
+		select {
+		case <-b.iw.answered:
+		case <-t.C:
+		case <-b.closed:
+		}
+		t.Stop()
+		select {
+		case <-b.closed:
+			return 0, errBodyGivenUp
+		default:
+		}
+		b.iw.send100()
+	}
+	return b.ReadCloser.Read(p)
+}
+
+// Close is the transport giving the body up (the backend answered without
+// wanting it, or its connection broke). The client's stream is left to the
+// end of the handler, which stops it with H3_NO_ERROR instead of the
+// H3_REQUEST_CANCELLED that closing quic-go's body would send.
+func (b *continueBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return nil
+}
+
+// invalidInterim reports whether a round-trip error is the backend's invalid
+// use of 1xx responses (errSwitchingProtocols, errTooManyInterim).
+func invalidInterim(err error) bool {
+	return errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim)
+}
