@@ -24,17 +24,19 @@ const (
 	// Content-Length or its trailers were malformed; answered with a stream
 	// error (RFC 9114 §4.1.2) and never handed whole to the backend.
 	ReasonClientBodyMalformed = "client_body_malformed"
-	ReasonInvalidPath         = "invalid_path"        // 400: :path is not an RFC 3986 path and query
-	ReasonNoRoute             = "no_route"            // 404
-	ReasonNoBackend           = "no_healthy_backend"  // 503
-	ReasonPending             = "discovery_pending"   // 503: discovery has not answered yet
-	ReasonBodyFailed          = "backend_body_failed" // stream reset after the response started
-	// ReasonInvalidResponse: the backend answered with a 101 the request
-	// did not ask for, or with too many 1xx responses.
-	ReasonInvalidResponse = "backend_invalid_response" // 502
-	ReasonNotImplemented  = "method_not_supported"     // 501
-	StatusClientClosed    = 499                        // logged, never sent
+	ReasonInvalidPath         = "invalid_path"         // 400: :path is not an RFC 3986 path and query
+	ReasonNoRoute             = "no_route"             // 404
+	ReasonNoBackend           = "no_healthy_backend"   // 503
+	ReasonPending             = "discovery_pending"    // 503: discovery has not answered yet
+	ReasonBodyFailed          = "backend_body_failed"  // stream reset after the response started
+	ReasonNotImplemented      = "method_not_supported" // 501
+	StatusClientClosed        = 499                    // logged, never sent
 )
+
+// ReasonInvalidResponse (502): the backend answered with a 101 the request
+// did not ask for (the gateway never forwards Upgrade), or with more 1xx
+// responses than the gateway relays.
+const ReasonInvalidResponse = "backend_invalid_response"
 
 // ErrResponseHeaderTimeout is the cancellation cause the gateway sets when a
 // backend does not send response headers within the upstream's
