@@ -81,7 +81,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 			return
 		}
 		status, reason := transport.Classify(ctx, err)
-		if invalidInterim(err) {
+		if iw.invalidResponse(err) {
 			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
 		}
 		if status != transport.StatusClientClosed {

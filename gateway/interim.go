@@ -47,6 +47,7 @@ type interim struct {
 	mu       sync.Mutex
 	w        http.ResponseWriter
 	final    bool          // the final response is being written: no more 1xx
+	invalid  bool          // got1xx failed the round trip (a 101, too many 1xx)
 	sent100  bool          // a 100 (Continue) went to the client
 	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish
@@ -77,16 +78,18 @@ func expectsContinue(h http.Header) bool {
 // got1xx is the trace's Got1xxResponse: it forwards one informational
 // response without the fields a 1xx must not carry, or fails the round trip.
 func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
-	if code == http.StatusSwitchingProtocols {
-		return errSwitchingProtocols
-	}
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
 	iw.signal()
 	if iw.final {
 		return nil
 	}
+	if code == http.StatusSwitchingProtocols {
+		iw.invalid = true
+		return errSwitchingProtocols
+	}
 	if iw.n++; iw.n > maxInterim {
+		iw.invalid = true
 		return errTooManyInterim
 	}
 	if code == http.StatusContinue {
@@ -174,8 +177,10 @@ func (b *continueBody) Close() error {
 	return nil
 }
 
-// invalidInterim reports whether a round-trip error is the backend's invalid
-// use of 1xx responses (errSwitchingProtocols, errTooManyInterim).
-func invalidInterim(err error) bool {
-	return errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim)
+// invalidResponse reports whether the round trip failed on the backend's
+// invalid use of 1xx responses (errSwitchingProtocols, errTooManyInterim):
+// x/net/http2 does not wrap the error it got from the trace, so got1xx
+// records it. Call it after finish.
+func (iw *interim) invalidResponse(err error) bool {
+	return iw.invalid || errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim)
 }
