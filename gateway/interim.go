@@ -50,7 +50,7 @@ type interim struct {
 	invalid  bool          // got1xx failed the round trip (a 101, too many 1xx)
 	sent100  bool          // a 100 (Continue) went to the client
 	n        int           // 1xx responses relayed
-	answered chan struct{} // closed on the backend's first 1xx or on finish
+	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
 }
 
@@ -60,10 +60,11 @@ type interim struct {
 // reads the client's body: read it only through the returned request's Body.
 // The caller must call finish once RoundTrip returned, before writing to w.
 func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
-	iw := &interim{w: w, answered: make(chan struct{})}
+	iw := &interim{w: w}
 	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), trace))
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
+		iw.answered = make(chan struct{})
 		out.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
 	}
 	return out, iw
@@ -123,7 +124,13 @@ func (iw *interim) send100() {
 	iw.w.WriteHeader(http.StatusContinue)
 }
 
-func (iw *interim) signal() { iw.once.Do(func() { close(iw.answered) }) }
+// signal wakes a continueBody waiting for the backend's answer (answered
+// is nil without one).
+func (iw *interim) signal() {
+	if iw.answered != nil {
+		iw.once.Do(func() { close(iw.answered) })
+	}
+}
 
 // finish marks the start of the final response: no 1xx is written after it.
 func (iw *interim) finish() {
