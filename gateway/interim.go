@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -52,6 +53,19 @@ type interim struct {
 	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
+	orig     *http.Request // the handler's request, where quic-go puts the trailers
+}
+
+type interimKey struct{}
+
+// trailerSource is the request whose Trailer quic-go replaces with the
+// received trailers at the end of the body: the handler's own, not the copy
+// withInterim made of it.
+func trailerSource(r *http.Request) *http.Request {
+	if iw, ok := r.Context().Value(interimKey{}).(*interim); ok {
+		return iw.orig
+	}
+	return r
 }
 
 // withInterim returns r with a client trace that relays 1xx responses to w
@@ -60,9 +74,10 @@ type interim struct {
 // reads the client's body: read it only through the returned request's Body.
 // The caller must call finish once RoundTrip returned, before writing to w.
 func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
-	iw := &interim{w: w}
+	iw := &interim{w: w, orig: r}
 	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx}
-	out := r.WithContext(httptrace.WithClientTrace(r.Context(), trace))
+	ctx := context.WithValue(httptrace.WithClientTrace(r.Context(), trace), interimKey{}, iw)
+	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
 		iw.answered = make(chan struct{})
 		out.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
@@ -176,11 +191,15 @@ func (b *continueBody) Read(p []byte) (int, error) {
 }
 
 // Close is the transport giving the body up (the backend answered without
-// wanting it, or its connection broke). The client's stream is left to the
-// end of the handler, which stops it with H3_NO_ERROR instead of the
+// wanting it, or its connection broke; x/net/http2 then waits for its
+// pending Read). A read deadline in the past ends that Read; the client's
+// stream is stopped when the handler ends, with H3_NO_ERROR, instead of the
 // H3_REQUEST_CANCELLED that closing quic-go's body would send.
 func (b *continueBody) Close() error {
-	b.closeOnce.Do(func() { close(b.closed) })
+	b.closeOnce.Do(func() {
+		close(b.closed)
+		_ = http.NewResponseController(b.iw.w).SetReadDeadline(time.Now())
+	})
 	return nil
 }
 

@@ -92,7 +92,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	// HTTP/1.1 backends can only get declared trailers: net/http writes a
 	// trailer section only when the request had a Trailer map to start with.
 	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP) {
-		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
+		out.Body = &trailerBody{ReadCloser: out.Body, src: trailerSource(r), dst: &out.Trailer}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
