@@ -19,7 +19,8 @@ import (
 //
 // Answers it produces itself (interface.md): 404 no route, 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
-// a response, 504 response-header timeout, and a stream reset
+// a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
+// response-header timeout, and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
 // fails after the response started.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {

@@ -50,6 +50,7 @@ type interim struct {
 	final    bool          // the final response is being written: no more 1xx
 	invalid  bool          // got1xx failed the round trip (a 101, too many 1xx)
 	sent100  bool          // a 100 (Continue) went to the client
+	sentReq  bool          // the request headers went to the backend
 	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
@@ -75,7 +76,7 @@ func trailerSource(r *http.Request) *http.Request {
 // The caller must call finish once RoundTrip returned, before writing to w.
 func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
 	iw := &interim{w: w, orig: r}
-	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx}
+	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx, WroteHeaders: iw.wroteHeaders}
 	ctx := context.WithValue(httptrace.WithClientTrace(r.Context(), trace), interimKey{}, iw)
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
@@ -127,6 +128,21 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 	return nil
 }
 
+// wroteHeaders is the trace's WroteHeaders: the backend has the request
+// headers, so it can answer the expectation itself.
+func (iw *interim) wroteHeaders() {
+	iw.mu.Lock()
+	iw.sentReq = true
+	iw.mu.Unlock()
+}
+
+// backendAsked reports whether the backend has been sent the request.
+func (iw *interim) backendAsked() bool {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	return iw.sentReq
+}
+
 // send100 sends the gateway's own 100 (Continue) unless a 100 or the final
 // response went first.
 func (iw *interim) send100() {
@@ -158,7 +174,8 @@ func (iw *interim) finish() {
 // continueBody is the body of a request that expects 100-continue: a client
 // sends the body only after a 100 (or not at all after a final status), so
 // its first Read first waits up to continueWait for the backend's answer
-// and then sends the 100 itself. Nothing is read from the client before the
+// and then sends the 100 itself (at once when the request has not gone to
+// the backend yet: a read before the round trip). Nothing is read from the client before the
 // transport asks for the body: a backend that refuses at once (413) gets no
 // body, and the client is told to stop with STOP_SENDING H3_NO_ERROR when
 // the handler ends (RFC 9114 §4.1).
@@ -171,6 +188,13 @@ type continueBody struct {
 }
 
 func (b *continueBody) Read(p []byte) (int, error) {
+	if !b.started && !b.iw.backendAsked() {
+		// Read before the round trip (a probe for whether there is a
+		// body at all): the backend cannot answer yet, so the client gets
+		// its 100 at once rather than wait for nothing.
+		b.started = true
+		b.iw.send100()
+	}
 	if !b.started {
 		b.started = true
 		t := time.NewTimer(continueWait)

@@ -323,6 +323,33 @@ func TestB16ExpectContinue(t *testing.T) {
 			}
 		})
 	}
+	t.Run("GET with a body of unknown length", func(t *testing.T) {
+		// The gateway reads before the round trip to learn whether such a
+		// GET has a body at all: the 100 must come at once, not after the
+		// wait for a backend that has not been asked yet.
+		h := newHarness(t, staticUpstream("u", "/", cases["h1"]))
+		conn := dialRaw(t, h)
+		str, err := conn.OpenStreamSync(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		str.Write(headersFrame(reqFields("GET", "/search", qpack.HeaderField{Name: "expect", Value: "100-continue"})...))
+		str.SetReadDeadline(time.Now().Add(30 * time.Second))
+		first, err := readOneFrame(str)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := first.field(":status"); s != "100" || time.Since(start) > 500*time.Millisecond {
+			t.Fatalf("first answer %q after %v, want 100 at once", s, time.Since(start))
+		}
+		str.Write(dataFrame("query"))
+		str.Close()
+		frames, err := readH3Frames(str)
+		if err != nil || len(frames) < 2 || string(frames[1].payload) != "query" {
+			t.Fatalf("final response %v %v", frames, err)
+		}
+	})
 	for _, proto := range []string{"h1", "h2"} {
 		t.Run(proto+" refuses with 413", func(t *testing.T) {
 			be := cases[proto]
