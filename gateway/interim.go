@@ -55,6 +55,7 @@ type interim struct {
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
 	orig     *http.Request // the handler's request, where quic-go puts the trailers
+	trace    httptrace.ClientTrace
 }
 
 type interimKey struct{}
@@ -76,8 +77,8 @@ func trailerSource(r *http.Request) *http.Request {
 // The caller must call finish once RoundTrip returned, before writing to w.
 func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
 	iw := &interim{w: w, orig: r}
-	trace := &httptrace.ClientTrace{Got1xxResponse: iw.got1xx, WroteHeaders: iw.wroteHeaders}
-	ctx := context.WithValue(httptrace.WithClientTrace(r.Context(), trace), interimKey{}, iw)
+	iw.trace = httptrace.ClientTrace{Got1xxResponse: iw.got1xx, WroteHeaders: iw.wroteHeaders}
+	ctx := context.WithValue(httptrace.WithClientTrace(r.Context(), &iw.trace), interimKey{}, iw)
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
 		iw.answered = make(chan struct{})
