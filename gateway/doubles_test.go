@@ -151,7 +151,8 @@ func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Ser
 						return
 					}
 					io.Copy(io.Discard, req.Body)
-					if _, err := io.WriteString(c, script(req)); err != nil {
+					out := script(req)
+					if _, err := io.WriteString(c, strings.TrimSuffix(out, closeAfter)); err != nil || strings.HasSuffix(out, closeAfter) {
 						return
 					}
 				}
@@ -169,6 +170,10 @@ func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Ser
 	})
 	return &httptest.Server{Listener: ln}
 }
+
+// closeAfter at the end of a scriptedH1 answer closes the connection after
+// it (a body delimited by the end of the connection).
+const closeAfter = "\x00close"
 
 // h2Reply is what framerH2 sends on one stream: HEADERS blocks (1xx ones
 // first), then DATA (if any), with END_STREAM on the last frame.
