@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -12,23 +11,12 @@ import (
 
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/quicvarint"
 )
 
-// dataFrame is an HTTP/3 DATA frame carrying s (RFC 9114 §7.2.1).
-func dataFrame(s string) []byte { return append(append([]byte{0x00}, varint(uint64(len(s)))...), s...) }
-
-// requestFields are the pseudo-header fields of a request for path, then
-// extra fields.
-func requestFields(method, path string, extra ...qpack.HeaderField) []qpack.HeaderField {
-	return append([]qpack.HeaderField{{Name: ":method", Value: method}, {Name: ":scheme", Value: "https"},
-		{Name: ":authority", Value: "localhost"}, {Name: ":path", Value: path}}, extra...)
-}
-
-// rawRequest opens a request stream on conn, lets send write it (send
-// closes nothing: rawRequest ends the stream once send returns), and reads
+// rawExchange opens a request stream on conn, lets send write it (send
+// closes nothing: rawExchange ends the stream once send returns), and reads
 // the response: its :status and body.
-func rawRequest(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (status string, body []byte) {
+func rawExchange(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (status string, body []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -39,42 +27,19 @@ func rawRequest(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (sta
 	send(str)
 	str.Close()
 	str.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(str)
-	for {
-		typ, err := quicvarint.Read(r)
-		if err == io.EOF {
-			return status, body
-		}
-		if err != nil {
-			t.Fatalf("reading the response: %v", err)
-		}
-		n, err := quicvarint.Read(r)
-		if err != nil {
-			t.Fatalf("reading the response: %v", err)
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			t.Fatalf("reading the response: %v", err)
-		}
-		switch typ {
-		case 0x01:
-			if status != "" {
-				continue // trailers
-			}
-			dec := qpack.NewDecoder().Decode(payload)
-			for {
-				f, err := dec()
-				if err != nil {
-					break
-				}
-				if f.Name == ":status" {
-					status = f.Value
-				}
-			}
-		case 0x00:
-			body = append(body, payload...)
+	frames, err := readH3Frames(str)
+	if err != nil {
+		t.Fatalf("reading the response: %v", err)
+	}
+	for _, f := range frames {
+		switch {
+		case f.typ == 0x01 && status == "":
+			status, _ = f.field(":status")
+		case f.typ == 0x00:
+			body = append(body, f.payload...)
 		}
 	}
+	return status, body
 }
 
 // h1Seen is how an HTTP/1.1 backend received a request's framing.
@@ -119,7 +84,7 @@ func TestB15NoBodyMeansNoBodyFraming(t *testing.T) {
 		tc{name: "POST content-length 0", method: "POST", fields: cl0}, tc{name: "POST content-length 0, late FIN", method: "POST", fields: cl0, lateFIN: true})
 	send := func(c tc) func(*quic.Stream) {
 		return func(str *quic.Stream) {
-			str.Write(headersFrame(requestFields(c.method, "/b15", c.fields...)...))
+			str.Write(headersFrame(reqFields(c.method, "/b15", c.fields...)...))
 			if c.lateFIN {
 				// The HEADERS frame leaves before the FIN: quic-go's
 				// stream hands data to the packer at once when Write
@@ -135,7 +100,7 @@ func TestB15NoBodyMeansNoBodyFraming(t *testing.T) {
 		h := newHarness(t, staticUpstream("u", "/", be))
 		conn := dialRaw(t, h)
 		for _, c := range cases {
-			if status, _ := rawRequest(t, conn, send(c)); status != "200" {
+			if status, _ := rawExchange(t, conn, send(c)); status != "200" {
 				t.Fatalf("%s: status %q", c.name, status)
 			}
 			s := <-seen
@@ -154,7 +119,7 @@ func TestB15NoBodyMeansNoBodyFraming(t *testing.T) {
 		h := newHarness(t, staticUpstream("u", "/", fb.Server))
 		conn := dialRaw(t, h)
 		for i, c := range cases {
-			if status, _ := rawRequest(t, conn, send(c)); status != "200" {
+			if status, _ := rawExchange(t, conn, send(c)); status != "200" {
 				t.Fatalf("%s: status %q", c.name, status)
 			}
 			st := fb.answered()[i]
@@ -176,7 +141,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 	piece := string(make([]byte, 256))
 	send := func(arrived <-chan int) func(*quic.Stream) {
 		return func(str *quic.Stream) {
-			str.Write(headersFrame(requestFields("POST", "/b14")...))
+			str.Write(headersFrame(reqFields("POST", "/b14")...))
 			for i := 1; i <= 3; i++ {
 				str.Write(dataFrame(piece))
 				for n := 0; n < 256*i; {
@@ -187,7 +152,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 					}
 				}
 			}
-			// All 768 bytes are at the backend: the FIN (rawRequest's
+			// All 768 bytes are at the backend: the FIN (rawExchange's
 			// Close) can only travel alone.
 		}
 	}
@@ -209,7 +174,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 			io.WriteString(w, "ok")
 		}))
 		h := newHarness(t, staticUpstream("u", "/", be))
-		if status, _ := rawRequest(t, dialRaw(t, h), send(arrived)); status != "200" {
+		if status, _ := rawExchange(t, dialRaw(t, h), send(arrived)); status != "200" {
 			t.Fatalf("status %q", status)
 		}
 		s := <-seen
@@ -236,7 +201,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 			io.WriteString(w, "ok")
 		}))
 		h := newHarness(t, staticUpstream("u", "/", be))
-		if status, _ := rawRequest(t, dialRaw(t, h), send(arrived)); status != "200" {
+		if status, _ := rawExchange(t, dialRaw(t, h), send(arrived)); status != "200" {
 			t.Fatalf("status %q", status)
 		}
 	})
@@ -274,8 +239,8 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 				if c.expect {
 					extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
 				}
-				status, body := rawRequest(t, conn, func(str *quic.Stream) {
-					str.Write(headersFrame(requestFields(c.method, "/duplex", extra...)...))
+				status, body := rawExchange(t, conn, func(str *quic.Stream) {
+					str.Write(headersFrame(reqFields(c.method, "/duplex", extra...)...))
 					select {
 					case <-started:
 					case <-time.After(10 * time.Second):

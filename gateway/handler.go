@@ -19,7 +19,8 @@ import (
 //
 // Answers it produces itself (interface.md): 404 no route, 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
-// a response, 504 response-header timeout, and a stream reset
+// a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
+// response-header timeout, and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
 // fails after the response started.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
@@ -76,14 +77,25 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	b.Acquire()
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	resp, ctx, cancel, body, err := roundTrip(r, b, up.Config().ResponseHeaderTimeout)
+	rr, iw := withInterim(w, r)
+	resp, ctx, cancel, body, err := roundTrip(rr, b, up.Config().ResponseHeaderTimeout)
+	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
+	if err == nil && resp.StatusCode < 200 {
+		// Only a 101 arrives as a final response (net/http), and the
+		// gateway never forwards Upgrade.
+		resp.Body.Close()
+		resp, err = nil, errSwitchingProtocols
+	}
 	if err != nil {
 		if f := body.failed(); f != bodyOK {
 			rec.clientBodyFailed(w, up, b, f, false)
 			return
 		}
 		status, reason := transport.Classify(ctx, err)
+		if iw.invalidResponse(err) {
+			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
+		}
 		// A stream the backend left unprocessed (graceful GOAWAY; a body too
 		// long to send again) is not its failure.
 		if status != transport.StatusClientClosed && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {

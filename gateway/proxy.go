@@ -48,6 +48,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		h[k] = v
 	}
 	removeHopHeaders(h)
+	keepTETrailers(h, r.Header, b.Scheme)
 	if _, ok := h["User-Agent"]; !ok {
 		// An empty value stops net/http and x/net/http2 from sending their
 		// own ("Go-http-client/1.1"): a proxy forwards the client's, or none.
@@ -89,7 +90,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	// HTTP/1.1 backends can only get declared trailers: net/http writes a
 	// trailer section only when the request had a Trailer map to start with.
 	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP) {
-		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
+		out.Body = &trailerBody{ReadCloser: out.Body, src: trailerSource(r), dst: &out.Trailer}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
@@ -229,7 +230,8 @@ var (
 
 // copyResponse writes the backend response to w, streaming the body and
 // flushing each chunk so slow or long-lived responses reach the client as
-// they arrive. It returns a backend read error or a client write error.
+// they arrive; a response without content (hasNoContent) gets its header
+// only. It returns a backend read error or a client write error.
 func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
@@ -241,7 +243,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		// a proxy must not invent a media type the backend did not send.
 		h["Content-Type"] = nil
 	}
-	if len(resp.Trailer) > 0 {
+	noContent := resp.Request != nil && hasNoContent(resp.Request.Method, resp.StatusCode)
+	if noContent {
+		fixNoContentFraming(h, resp.StatusCode)
+	}
+	if len(resp.Trailer) > 0 && !noContent {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
 			names = append(names, k)
@@ -249,6 +255,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
+	if noContent {
+		// Whatever a misbehaving backend sent as content is dropped
+		// (RFC 9112 §6.3): the HEADERS frame ends the stream.
+		return nil, nil
+	}
 	flusher, _ := w.(http.Flusher)
 	if flusher != nil && streamsBody(resp) {
 		flusher.Flush()

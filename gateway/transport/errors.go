@@ -33,6 +33,11 @@ const (
 	StatusClientClosed        = 499                    // logged, never sent
 )
 
+// ReasonInvalidResponse (502): the backend answered with a 101 the request
+// did not ask for (the gateway never forwards Upgrade), or with more 1xx
+// responses than the gateway relays.
+const ReasonInvalidResponse = "backend_invalid_response"
+
 // ErrResponseHeaderTimeout is the cancellation cause the gateway sets when a
 // backend does not send response headers within the upstream's
 // response_header timeout.

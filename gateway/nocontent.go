@@ -1,0 +1,51 @@
+package gateway
+
+import (
+	"net/http"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+)
+
+// hasNoContent reports whether the response to method with status has no
+// content whatever its header fields say: a response to HEAD, a 1xx, 204 or
+// 304 (RFC 9110 §6.4.1, §9.3.2, §15.3.5, §15.4.5; RFC 9112 §6.3 rule 1).
+// The gateway sends such a response as a HEADERS frame and the end of the
+// stream, never a DATA frame (RFC 9114 §4.1), and discards whatever a
+// misbehaving backend sent as a body.
+func hasNoContent(method string, status int) bool {
+	return method == http.MethodHead || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
+}
+
+// fixNoContentFraming adjusts the response header h (the backend's fields,
+// hop-by-hop ones already removed) of a response without content:
+//   - 204: no Content-Length (RFC 9110 §8.6: a server must not send one;
+//     strict HTTP/3 clients reset the stream on it);
+//   - HEAD and 304: the backend's Content-Length is kept (it is the length a
+//     GET would have had, RFC 9110 §8.6); without one, none is invented: a
+//     present-but-nil value stops the HTTP/3 writer from adding
+//     "content-length: 0".
+func fixNoContentFraming(h http.Header, status int) {
+	if status == http.StatusNoContent {
+		delete(h, "Content-Length")
+		return
+	}
+	if _, ok := h["Content-Length"]; !ok {
+		h["Content-Length"] = nil
+	}
+}
+
+// teTrailers is the only TE value HTTP/2 and HTTP/3 allow (RFC 9113 §8.2.2,
+// RFC 9114 §4.2).
+var teTrailers = []string{"trailers"}
+
+// keepTETrailers puts "te: trailers" back into the outgoing header h of an
+// HTTP/2 backend when the client sent it: gRPC servers require it, and
+// removeHopHeaders deletes every TE. HTTP/1.1 backends never get it (there TE
+// is hop-by-hop and would have to be listed in Connection, RFC 9110 §10.1.4).
+func keepTETrailers(h, client http.Header, scheme string) {
+	if scheme == transport.SchemeHTTPS && httpguts.HeaderValuesContainsToken(client["Te"], "trailers") {
+		h["Te"] = teTrailers
+	}
+}
