@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 // rawExchange opens a request stream on conn, lets send write it (send
 // closes nothing: rawExchange ends the stream once send returns), and reads
-// the response: its :status and body.
+// the response: its final :status and body.
 func rawExchange(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (status string, body []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -34,7 +35,9 @@ func rawExchange(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (st
 	for _, f := range frames {
 		switch {
 		case f.typ == 0x01 && status == "":
-			status, _ = f.field(":status")
+			if st, _ := f.field(":status"); !strings.HasPrefix(st, "1") { // skip interim responses
+				status = st
+			}
 		case f.typ == 0x00:
 			body = append(body, f.payload...)
 		}
