@@ -77,8 +77,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	b.Acquire()
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	rr, iw := withInterim(w, r)
-	resp, ctx, cancel, body, err := roundTrip(rr, b, up.Config().ResponseHeaderTimeout)
+	traced, iw := withInterim(w, r)
+	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
 	if err == nil && resp.StatusCode < 200 {

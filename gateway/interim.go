@@ -54,37 +54,25 @@ type interim struct {
 	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
-	orig     *http.Request // the handler's request, where quic-go puts the trailers
 	trace    httptrace.ClientTrace
 }
 
-type interimKey struct{}
-
-// trailerSource is the request whose Trailer quic-go replaces with the
-// received trailers at the end of the body: the handler's own, not the copy
-// withInterim made of it.
-func trailerSource(r *http.Request) *http.Request {
-	if iw, ok := r.Context().Value(interimKey{}).(*interim); ok {
-		return iw.orig
-	}
-	return r
-}
-
-// withInterim returns r with a client trace that relays 1xx responses to w
-// and, when r expects 100-continue and has a body, a body that sends the
-// 100 before its first read (see continueBody). Rule for everything that
-// reads the client's body: read it only through the returned request's Body.
-// The caller must call finish once RoundTrip returned, before writing to w.
-func withInterim(w http.ResponseWriter, r *http.Request) (*http.Request, *interim) {
-	iw := &interim{w: w, orig: r}
-	iw.trace = httptrace.ClientTrace{Got1xxResponse: iw.got1xx, WroteHeaders: iw.wroteHeaders}
-	ctx := context.WithValue(httptrace.WithClientTrace(r.Context(), &iw.trace), interimKey{}, iw)
-	out := r.WithContext(ctx)
+// withInterim returns r's context with a client trace that relays 1xx
+// responses to w and, when r expects 100-continue and has a body, replaces
+// r.Body (in place: quic-go keeps its own reference to the stream, and puts
+// the received trailers on this request) with a body that sends the 100
+// before its first read (see continueBody). Everything that reads the
+// client's body reads it through r.Body, after this call. The caller must
+// call finish once RoundTrip returned, before writing to w.
+func withInterim(w http.ResponseWriter, r *http.Request) (context.Context, *interim) {
+	iw := &interim{w: w}
+	iw.trace.Got1xxResponse = iw.got1xx
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
+		iw.trace.WroteHeaders = iw.wroteHeaders // only an Expect request needs it: one allocation less
 		iw.answered = make(chan struct{})
-		out.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
+		r.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
 	}
-	return out, iw
+	return httptrace.WithClientTrace(r.Context(), &iw.trace), iw
 }
 
 // expectsContinue reports whether h carries the 100-continue expectation

@@ -90,7 +90,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	// HTTP/1.1 backends can only get declared trailers: net/http writes a
 	// trailer section only when the request had a Trailer map to start with.
 	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP) {
-		out.Body = &trailerBody{ReadCloser: out.Body, src: trailerSource(r), dst: &out.Trailer}
+		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
@@ -153,20 +153,20 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// roundTrip sends the request to b with the response-header timeout
+// roundTrip sends r to b, in ctx (r's context with the interim trace), with the response-header timeout
 // applied: by net/http's own Transport.ResponseHeaderTimeout for HTTP/1.1
 // backends (no per-request timer here), by a timer that cancels the request
 // context for HTTP/2 ones. The returned context carries the cause when that
 // timer fired; the caller must call cancel once the response body is done.
 // The watchedBody (nil without a body) tells whether the client's body failed.
-func roundTrip(r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, *watchedBody, error) {
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, *watchedBody, error) {
 	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
-		out, body := outgoing(r.Context(), r, b)
+		out, body := outgoing(ctx, r, b)
 		resp, err := b.Transport.RoundTrip(out)
 		endReplay(out)
-		return resp, r.Context(), noCancel, body, err
+		return resp, ctx, noCancel, body, err
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := context.WithCancelCause(ctx)
 	out, body := outgoing(ctx, r, b)
 	// As net/http's ResponseHeaderTimeout, the wait starts once the request
 	// is fully sent: a client still sending its body is not the backend's
