@@ -127,12 +127,31 @@ func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveConns(t, ln, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			out := script(req)
+			if _, err := io.WriteString(c, strings.TrimSuffix(out, closeAfter)); err != nil || strings.HasSuffix(out, closeAfter) {
+				return
+			}
+		}
+	})
+	return &httptest.Server{Listener: ln}
+}
+
+// serveConns accepts connections on ln and runs handle on each in its own
+// goroutine (handle need not close c); at the test's end it closes ln and
+// every connection and waits for the handlers.
+func serveConns(t *testing.T, ln net.Listener, handle func(c net.Conn)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	conns := map[net.Conn]bool{}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -141,25 +160,12 @@ func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Ser
 			mu.Lock()
 			conns[c] = true
 			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					out := script(req)
-					if _, err := io.WriteString(c, strings.TrimSuffix(out, closeAfter)); err != nil || strings.HasSuffix(out, closeAfter) {
-						return
-					}
-				}
-			}()
+				handle(c)
+			})
 		}
-	}()
+	})
 	t.Cleanup(func() {
 		ln.Close()
 		mu.Lock()
@@ -169,7 +175,6 @@ func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Ser
 		mu.Unlock()
 		wg.Wait()
 	})
-	return &httptest.Server{Listener: ln}
 }
 
 // closeAfter at the end of a scriptedH1 answer closes the connection after
@@ -196,37 +201,7 @@ func framerH2(t *testing.T, name, prefix string, script func(method, path string
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				serveFramer(c, script)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	serveConns(t, ln, func(c net.Conn) { serveFramer(c, script) })
 	port := ln.Addr().(*net.TCPAddr).Port
 	return UpstreamConfig{
 		Config: upstream.Config{Name: name, ResponseHeaderTimeout: 5 * time.Second,
