@@ -109,7 +109,7 @@ func TestInvalidSchemeIsAnswered(t *testing.T) {
 		}
 		str.Write(headersFrame(f...))
 		str.Close()
-		if status, _, err := readRawResponse(t, str); err != nil || status != "200" {
+		if status, _, err := readRawResponse(str); err != nil || status != "200" {
 			t.Fatalf("%v: %q %v", f, status, err)
 		}
 	}

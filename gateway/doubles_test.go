@@ -90,12 +90,7 @@ func (f h3Frame) field(name string) (string, bool) {
 // stream when fin, and reads the whole answer.
 func rawRequest(t *testing.T, conn *quic.Conn, raw []byte, fin bool) (*quic.Stream, []h3Frame, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	str, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	str := openStream(t, conn)
 	if _, err := str.Write(raw); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,30 +17,15 @@ import (
 // the response: its final :status and body.
 func rawExchange(t *testing.T, conn *quic.Conn, send func(str *quic.Stream)) (status string, body []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	str, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	str := openStream(t, conn)
 	send(str)
 	str.Close()
 	str.SetReadDeadline(time.Now().Add(10 * time.Second))
-	frames, err := readH3Frames(str)
+	status, b, err := readRawResponse(str)
 	if err != nil {
 		t.Fatalf("reading the response: %v", err)
 	}
-	for _, f := range frames {
-		switch {
-		case f.typ == 0x01 && status == "":
-			if st, _ := f.field(":status"); !strings.HasPrefix(st, "1") { // skip interim responses
-				status = st
-			}
-		case f.typ == 0x00:
-			body = append(body, f.payload...)
-		}
-	}
-	return status, body
+	return status, []byte(b)
 }
 
 // h1Seen is how an HTTP/1.1 backend received a request's framing.

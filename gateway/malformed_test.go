@@ -55,9 +55,9 @@ func dialRaw(t *testing.T, h *harness) *quic.Conn {
 	return conn
 }
 
-// wantMessageError sends raw as a whole request stream and requires the
-// answer to be a stream error H3_MESSAGE_ERROR.
-func wantMessageError(t *testing.T, conn *quic.Conn, raw []byte) {
+// openStream opens a request stream on conn, waiting up to 10 s for the
+// peer's stream limit.
+func openStream(t *testing.T, conn *quic.Conn) *quic.Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -65,11 +65,19 @@ func wantMessageError(t *testing.T, conn *quic.Conn, raw []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return str
+}
+
+// wantMessageError sends raw as a whole request stream and requires the
+// answer to be a stream error H3_MESSAGE_ERROR.
+func wantMessageError(t *testing.T, conn *quic.Conn, raw []byte) {
+	t.Helper()
+	str := openStream(t, conn)
 	if _, err := str.Write(raw); err != nil {
 		t.Fatal(err)
 	}
 	str.Close()
-	_, err = io.ReadAll(str)
+	_, err := io.ReadAll(str)
 	var se *quic.StreamError
 	if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeMessageError) {
 		t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)

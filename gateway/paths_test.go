@@ -1,18 +1,14 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/quicvarint"
 
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 )
@@ -44,54 +40,32 @@ func (s *seen) take() (string, string) {
 // conn and returns the response's :status and body, or the stream error.
 func rawGet(t *testing.T, conn *quic.Conn, p string) (status, body string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	str, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := str.Write(headersFrame(qpack.HeaderField{Name: ":method", Value: "GET"}, qpack.HeaderField{Name: ":scheme", Value: "https"},
-		qpack.HeaderField{Name: ":authority", Value: "localhost"}, qpack.HeaderField{Name: ":path", Value: p})); err != nil {
+	str := openStream(t, conn)
+	if _, err := str.Write(headersFrame(reqFields("GET", p)...)); err != nil {
 		t.Fatal(err)
 	}
 	str.Close()
-	return readRawResponse(t, str)
+	return readRawResponse(str)
 }
 
-// readRawResponse reads a whole response stream: its :status and body, or
-// the stream error.
-func readRawResponse(t *testing.T, str *quic.Stream) (status, body string, err error) {
-	t.Helper()
-	raw, err := io.ReadAll(str)
+// readRawResponse reads a whole response stream: its final :status (past
+// interim responses) and its body, or the stream error.
+func readRawResponse(str *quic.Stream) (status, body string, err error) {
+	frames, err := readH3Frames(str)
 	if err != nil {
 		return "", "", err
 	}
-	r := bufio.NewReader(strings.NewReader(string(raw)))
-	for {
-		typ, err := quicvarint.Read(r)
-		if err != nil {
-			return status, body, nil
-		}
-		n, err := quicvarint.Read(r)
-		if err != nil {
-			t.Fatal("truncated frame")
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			t.Fatal("truncated frame")
-		}
-		switch typ {
-		case 0x01: // HEADERS
-			dec := qpack.NewDecoder().Decode(payload)
-			for f, err := dec(); err == nil; f, err = dec() {
-				if f.Name == ":status" && status == "" {
-					status = f.Value
-				}
+	for _, f := range frames {
+		switch {
+		case f.typ == 0x01 && status == "":
+			if st, _ := f.field(":status"); !strings.HasPrefix(st, "1") {
+				status = st
 			}
-		case 0x00: // DATA
-			body += string(payload)
+		case f.typ == 0x00:
+			body += string(f.payload)
 		}
 	}
+	return status, body, nil
 }
 
 // TestPathNormalisationRouting: requests sent raw, with paths a client
