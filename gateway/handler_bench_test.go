@@ -50,9 +50,27 @@ func (w *discardWriter) Flush()                      {}
 // BenchmarkHandler measures the whole request path — route lookup, pick,
 // header conversion, round trip to an in-memory backend, response copy and
 // metrics — without QUIC.
-func BenchmarkHandler(b *testing.B) { benchHandler(b, nil) }
+func BenchmarkHandler(b *testing.B) { benchHandler(b, nil, false) }
 
-func benchHandler(b *testing.B, m *metrics.Metrics) {
+// BenchmarkHandlerH3GET is BenchmarkHandler with a GET as quic-go delivers
+// it: ContentLength -1 and a body that is already at its end.
+func BenchmarkHandlerH3GET(b *testing.B) { benchHandler(b, nil, true) }
+
+// eofBody is the body quic-go gives a request whose stream ended with its
+// HEADERS frame: no length, io.EOF at once.
+type eofBody struct{}
+
+func (eofBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (eofBody) Close() error             { return nil }
+
+// h3Writer is discardWriter with the HTTP/3 writer's read deadline.
+type h3Writer struct{ discardWriter }
+
+func (*h3Writer) SetReadDeadline(time.Time) error { return nil }
+
+// benchHandler runs GETs through the handler; h3 sends them as quic-go
+// delivers them (see BenchmarkHandlerH3GET).
+func benchHandler(b *testing.B, m *metrics.Metrics, h3 bool) {
 	mem := memBackend{body: bytes.Repeat([]byte("x"), 64)}
 	uc := UpstreamConfig{Config: upstream.Config{Name: "web",
 		NewTransport: func(transport.Options) (transport.RoundTripper, error) { return mem, nil }},
@@ -71,6 +89,11 @@ func benchHandler(b *testing.B, m *metrics.Metrics) {
 			Header:     http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}},
 			RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}
 		r = r.WithContext(b.Context())
+		if h3 {
+			r.ContentLength, r.Body = -1, eofBody{}
+			h.ServeHTTP(&h3Writer{discardWriter{h: http.Header{}}}, r)
+			continue
+		}
 		h.ServeHTTP(&discardWriter{h: http.Header{}}, r)
 	}
 }
@@ -95,7 +118,7 @@ func BenchmarkHandlerPrometheus(b *testing.B) {
 	cfg := metrics.DefaultConfig("impulse")
 	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
 	m, _ := metrics.New(cfg, sink)
-	benchHandler(b, m)
+	benchHandler(b, m, false)
 }
 
 // BenchmarkHandlerHTTP1 is the whole handler against a real HTTP/1.1 backend
