@@ -3,8 +3,8 @@ package agent
 import (
 	"testing"
 
-	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/hcl"
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // TestPathOptionsReachTheGateway: normalize_path, merge_slashes and
@@ -29,14 +29,14 @@ listener "l" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := route.PathOptions{ForwardAsSent: true, MergeSlashes: true, EscapedSlashes: route.EscapedSlashesUnescape}
+	want := pathnorm.PathOptions{ForwardAsSent: true, MergeSlashes: true, EscapedSlashes: pathnorm.EscapedSlashesUnescape}
 	if gc.Paths != want {
 		t.Fatalf("Paths = %+v, want %+v", gc.Paths, want)
 	}
-	if got := pathOptions(hcl.DefaultPaths()); got != (route.PathOptions{}) {
+	if got := pathOptions(hcl.DefaultPaths()); got != (pathnorm.PathOptions{}) {
 		t.Fatalf("defaults convert to %+v, want the zero value", got)
 	}
-	for word, v := range map[string]route.EscapedSlashes{"reject": route.EscapedSlashesReject, "keep": route.EscapedSlashesKeep, "unescape": route.EscapedSlashesUnescape} {
+	for word, v := range map[string]pathnorm.EscapedSlashes{"reject": pathnorm.EscapedSlashesReject, "keep": pathnorm.EscapedSlashesKeep, "unescape": pathnorm.EscapedSlashesUnescape} {
 		if got := pathOptions(hcl.Paths{NormalizePath: true, EscapedSlashes: word}).EscapedSlashes; got != v {
 			t.Errorf("%q: %v", word, got)
 		}

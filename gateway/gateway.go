@@ -22,6 +22,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // Config is the whole dataplane configuration. Apply accepts a new one at
@@ -36,8 +37,8 @@ type Config struct {
 	// Metrics receives request and connection metrics (nil: discard).
 	Metrics *metrics.Metrics
 	// Paths are the path normalisation settings; the zero value is the
-	// default (see route.PathOptions and NormalizePath). Apply switches them.
-	Paths route.PathOptions
+	// default (see pathnorm.PathOptions and NormalizePath). Apply switches them.
+	Paths pathnorm.PathOptions
 }
 
 // ListenerConfig is one HTTP/3 listener.
@@ -82,7 +83,7 @@ type Gateway struct {
 	qlog    *slog.Logger
 	metrics *gatewayMetrics
 	table   atomic.Pointer[table]
-	paths   atomic.Pointer[route.PathOptions]
+	paths   atomic.Pointer[pathnorm.PathOptions]
 
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
 	listeners map[string]*listener

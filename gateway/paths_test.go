@@ -8,9 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 	"github.com/quic-go/quic-go"
-
-	"github.com/impulse-agent/impulse-agent/gateway/route"
 )
 
 // seen records which backend got the last request and its request-target.
@@ -78,33 +77,33 @@ func TestPathNormalisationRouting(t *testing.T) {
 	api, admin, root := newH1Backend(t, s.handler("api")), newH2Backend(t, s.handler("admin")), newH1Backend(t, s.handler("root"))
 	h := newHarness(t, staticUpstream("api", "/api/", api), staticUpstream("admin", "/admin", admin), staticUpstream("root", "/", root))
 	conn := dialRaw(t, h)
-	forwardAsSent := route.PathOptions{ForwardAsSent: true}
-	merge := route.PathOptions{MergeSlashes: true}
-	keep := route.PathOptions{EscapedSlashes: route.EscapedSlashesKeep}
-	unescape := route.PathOptions{EscapedSlashes: route.EscapedSlashesUnescape}
+	forwardAsSent := pathnorm.PathOptions{ForwardAsSent: true}
+	merge := pathnorm.PathOptions{MergeSlashes: true}
+	keep := pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep}
+	unescape := pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesUnescape}
 	for _, c := range []struct {
 		name    string
-		o       route.PathOptions
+		o       pathnorm.PathOptions
 		path    string
 		backend string // "" wants 400 invalid_path
 		got     string // what the backend receives
 	}{
-		{"dot-dot", route.PathOptions{}, "/api/../admin", "admin", "/admin"},
-		{"encoded dots", route.PathOptions{}, "/api/%2e%2E/admin", "admin", "/admin"},
-		{"dot", route.PathOptions{}, "/api/x/./y", "api", "/api/x/y"},
-		{"trailing dot-dot", route.PathOptions{}, "/api/x/..", "api", "/api/"},
-		{"unreserved escapes, query untouched", route.PathOptions{}, "/api/%7eu%2Dv?q=%2e%2e/x&r=%7e", "api", "/api/~u-v?q=%2e%2e/x&r=%7e"},
-		{"hex case", route.PathOptions{}, "/api/caf%c3%a9", "api", "/api/caf%C3%A9"},
-		{"double encoding is data", route.PathOptions{}, "/api/%252e%252e/admin", "api", "/api/%252e%252e/admin"},
-		{"slashes kept", route.PathOptions{}, "//api/x", "root", "//api/x"},
-		{"empty segment popped", route.PathOptions{}, "/api//../admin", "api", "/api/admin"},
-		{"encoded slash", route.PathOptions{}, "/api/..%2Fadmin", "", ""},
-		{"encoded backslash", route.PathOptions{}, "/api/..%5cadmin", "", ""},
-		{"backslash", route.PathOptions{}, "/api\\..\\admin", "", ""},
-		{"climb above root", route.PathOptions{}, "/api/../../admin", "", ""},
-		{"dot-dot with a parameter", route.PathOptions{}, "/api/..;/admin", "", ""},
-		{"encoded NUL", route.PathOptions{}, "/api/a%00", "", ""},
-		{"encoded CR LF", route.PathOptions{}, "/api/a%0d%0aX-Injected:%201", "", ""},
+		{"dot-dot", pathnorm.PathOptions{}, "/api/../admin", "admin", "/admin"},
+		{"encoded dots", pathnorm.PathOptions{}, "/api/%2e%2E/admin", "admin", "/admin"},
+		{"dot", pathnorm.PathOptions{}, "/api/x/./y", "api", "/api/x/y"},
+		{"trailing dot-dot", pathnorm.PathOptions{}, "/api/x/..", "api", "/api/"},
+		{"unreserved escapes, query untouched", pathnorm.PathOptions{}, "/api/%7eu%2Dv?q=%2e%2e/x&r=%7e", "api", "/api/~u-v?q=%2e%2e/x&r=%7e"},
+		{"hex case", pathnorm.PathOptions{}, "/api/caf%c3%a9", "api", "/api/caf%C3%A9"},
+		{"double encoding is data", pathnorm.PathOptions{}, "/api/%252e%252e/admin", "api", "/api/%252e%252e/admin"},
+		{"slashes kept", pathnorm.PathOptions{}, "//api/x", "root", "//api/x"},
+		{"empty segment popped", pathnorm.PathOptions{}, "/api//../admin", "api", "/api/admin"},
+		{"encoded slash", pathnorm.PathOptions{}, "/api/..%2Fadmin", "", ""},
+		{"encoded backslash", pathnorm.PathOptions{}, "/api/..%5cadmin", "", ""},
+		{"backslash", pathnorm.PathOptions{}, "/api\\..\\admin", "", ""},
+		{"climb above root", pathnorm.PathOptions{}, "/api/../../admin", "", ""},
+		{"dot-dot with a parameter", pathnorm.PathOptions{}, "/api/..;/admin", "", ""},
+		{"encoded NUL", pathnorm.PathOptions{}, "/api/a%00", "", ""},
+		{"encoded CR LF", pathnorm.PathOptions{}, "/api/a%0d%0aX-Injected:%201", "", ""},
 		{"forward as sent", forwardAsSent, "/api/../admin", "admin", "/api/../admin"},
 		{"forward as sent, clean", forwardAsSent, "/api/%7eu", "api", "/api/%7eu"},
 		{"merge", merge, "//api//x", "api", "/api/x"},
@@ -148,7 +147,7 @@ func TestPathNormalisationRouting(t *testing.T) {
 
 // TestPathsApply: the path settings arrive with New and change with Apply.
 func TestPathsApply(t *testing.T) {
-	want := route.PathOptions{MergeSlashes: true, EscapedSlashes: route.EscapedSlashesUnescape}
+	want := pathnorm.PathOptions{MergeSlashes: true, EscapedSlashes: pathnorm.EscapedSlashesUnescape}
 	g, err := New(Config{Paths: want})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +159,7 @@ func TestPathsApply(t *testing.T) {
 	if err := g.Apply(context.Background(), Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := *g.paths.Load(); got != (route.PathOptions{}) {
+	if got := *g.paths.Load(); got != (pathnorm.PathOptions{}) {
 		t.Fatalf("after Apply: %+v", got)
 	}
 }

@@ -5,11 +5,10 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http/httpguts"
-
-	"github.com/impulse-agent/impulse-agent/gateway/route"
 )
 
 // validRequestTarget reports whether a :path value can be forwarded as sent:
@@ -49,11 +48,11 @@ func validAuthority(host string) bool {
 }
 
 // normalizeTarget returns the normalised path of r's request-target
-// (route.NormalizePath with o) for matching and, unless o.ForwardAsSent,
+// (pathnorm.NormalizePath with o) for matching and, unless o.ForwardAsSent,
 // rewrites r.URL so that the normalised path is what the backend receives.
 // "*" (OPTIONS, RFC 9110 §9.3.7) is returned as is. The query is never
-// touched. Errors wrap route.ErrInvalidPath.
-func normalizeTarget(r *http.Request, o *route.PathOptions) (string, error) {
+// touched. Errors wrap pathnorm.ErrInvalidPath.
+func normalizeTarget(r *http.Request, o *pathnorm.PathOptions) (string, error) {
 	raw := r.RequestURI
 	switch i := strings.IndexByte(raw, '?'); {
 	case raw == "":
@@ -64,7 +63,7 @@ func normalizeTarget(r *http.Request, o *route.PathOptions) (string, error) {
 	if raw == "*" {
 		return raw, nil
 	}
-	norm, err := route.NormalizePath(raw, *o)
+	norm, err := pathnorm.NormalizePath(raw, *o)
 	if err != nil || o.ForwardAsSent || norm == raw {
 		return norm, err
 	}

@@ -30,7 +30,7 @@ func TestPathSettings(t *testing.T) {
 // the request's normalised path, so one that normalisation would change in
 // meaning is an error at its source position.
 func TestPathPrefixMustBeNormal(t *testing.T) {
-	for _, p := range []string{"/a/%2e%2E", "/a/./b", "/a\\b", "/a%00", "/a%0d%0a", "/a b", "/a%zz", "/a//b", "a"} {
+	for _, p := range []string{"/a/%2e%2E", "/a/./b", "/a\\b", "/a%00", "/a%0d%0a", "/a b", "/a%zz", "/a//b", "a", "/a/..;/b", "/a/.;/b", "/a/%2e%2e;/b"} {
 		src := "upstream \"u\" {\n  route { path_prefix = \"" + strings.ReplaceAll(p, "\\", "\\\\") + "\" }\n  backend \"b\" { address = \"http://127.0.0.1:1\" }\n}\n"
 		_, diags := Parse("t.hcl", []byte(src))
 		if !diags.HasErrors() || !strings.Contains(linesOf(diags), "t.hcl:2:") || !strings.Contains(linesOf(diags), "Invalid path_prefix") {

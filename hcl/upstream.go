@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // loadBalancingPolicies are the accepted upstream.load_balancing values
@@ -192,6 +193,11 @@ func checkPathPrefix(p string) string {
 	}
 	if strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c == 0x7f }) { // "%20" is fine
 		return fmt.Sprintf("must not contain an encoded control byte; got %q", p)
+	}
+	// Whatever else the route table refuses ("/a/..;/b", the Tomcat
+	// trick): validate, reload and the catalog must agree with it.
+	if err := pathnorm.CheckPrefix(p); err != nil {
+		return fmt.Sprintf("cannot be routed safely (%v); got %q", err, p)
 	}
 	return ""
 }

@@ -4,11 +4,12 @@
 package route
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // Definition is one route as configured: which requests it matches and the
@@ -23,7 +24,7 @@ type Definition struct {
 	// PathPrefix matches whole path segments: "/api" matches "/api" and
 	// "/api/x" but not "/apix"; a prefix ending in "/" matches any path that
 	// starts with it. Must start with "/". It is compared in its normal form
-	// (NormalizePath, escaped slashes kept) with the request's normalised
+	// (pathnorm.NormalizePath, escaped slashes kept) with the request's normalised
 	// path: "/%7Eu" and "/~u" are the same prefix.
 	PathPrefix string
 	// Methods restricts the route to these methods; empty means any.
@@ -75,16 +76,10 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		if !ok {
 			return nil, fmt.Errorf("route: upstream %q is not defined", d.Upstream)
 		}
-		if !strings.HasPrefix(d.PathPrefix, "/") {
-			return nil, fmt.Errorf("route: upstream %q: path_prefix %q must start with \"/\"", d.Upstream, d.PathPrefix)
-		}
-		prefix, err := NormalizePath(d.PathPrefix, PathOptions{EscapedSlashes: EscapedSlashesKeep})
-		if err == nil && strings.Count(prefix, "/") != strings.Count(d.PathPrefix, "/") {
-			err = errors.New("dot-segments") // "/a/%2E%2E" would silently become "/"
-		}
-		if err != nil {
+		if err := pathnorm.CheckPrefix(d.PathPrefix); err != nil {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
 		}
+		prefix, _ := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
 		r := &Route[T]{Definition: d, Target: target, prefix: prefix}
 		h := strings.TrimSuffix(strings.ToLower(d.Host), ".")
 		switch {
@@ -160,7 +155,7 @@ func (t *Table[T]) Routes() []*Route[T] { return t.ordered }
 
 // Match returns the most specific route for host (an :authority or Host
 // value, port allowed), path and method, or nil when none matches. path must
-// be in normal form (NormalizePath): the gateway matches what it forwards.
+// be in normal form (pathnorm.NormalizePath): the gateway matches what it forwards.
 // It does not allocate for lower-case hosts.
 func (t *Table[T]) Match(host, path, method string) *Route[T] {
 	host = normalizeHost(host)

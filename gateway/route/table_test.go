@@ -136,3 +136,20 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+// TestPrefixInNormalForm: a prefix is compared in its normal form, and one
+// whose dot-segments normalisation would remove is refused.
+func TestPrefixInNormalForm(t *testing.T) {
+	tbl, err := Build([]Definition{{Upstream: "u", PathPrefix: "/%7eu/caf\xc3\xa9"}}, map[string]int{"u": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbl.Match("h", "/~u/caf%C3%A9/x", "GET") == nil {
+		t.Error("the normal form of the request does not match the prefix's")
+	}
+	for _, p := range []string{"/a/%2E%2E", "/a/./b", "/a%00", "/a%2"} {
+		if _, err := Build([]Definition{{Upstream: "u", PathPrefix: p}}, map[string]int{"u": 1}); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+}

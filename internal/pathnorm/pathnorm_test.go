@@ -1,4 +1,4 @@
-package route
+package pathnorm
 
 import (
 	"errors"
@@ -183,19 +183,18 @@ func TestNormalizePathCleanDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestPrefixInNormalForm: a prefix is compared in its normal form, and one
-// whose dot-segments normalisation would remove is refused.
-func TestPrefixInNormalForm(t *testing.T) {
-	tbl, err := Build([]Definition{{Upstream: "u", PathPrefix: "/%7eu/caf\xc3\xa9"}}, map[string]int{"u": 1})
-	if err != nil {
-		t.Fatal(err)
+// TestCheckPrefix: a route prefix is accepted only in a form whose
+// normalisation keeps its segments (what validate and the route table
+// both check).
+func TestCheckPrefix(t *testing.T) {
+	for _, p := range []string{"/", "/api", "/static/", "/%7eu/caf%C3%A9", "/a%2Fb"} {
+		if err := CheckPrefix(p); err != nil {
+			t.Errorf("CheckPrefix(%q) = %v, want nil", p, err)
+		}
 	}
-	if tbl.Match("h", "/~u/caf%C3%A9/x", "GET") == nil {
-		t.Error("the normal form of the request does not match the prefix's")
-	}
-	for _, p := range []string{"/a/%2E%2E", "/a/./b", "/a%00", "/a%2"} {
-		if _, err := Build([]Definition{{Upstream: "u", PathPrefix: p}}, map[string]int{"u": 1}); err == nil {
-			t.Errorf("prefix %q accepted", p)
+	for _, p := range []string{"api", "/a/%2E%2E", "/a/./b", "/a%00", "/a%2", "/x/..;/y", "/x/.;/y", "/a/%2e%2e;/b", "/.."} {
+		if err := CheckPrefix(p); !errors.Is(err, ErrInvalidPath) {
+			t.Errorf("CheckPrefix(%q) = %v, want ErrInvalidPath", p, err)
 		}
 	}
 }

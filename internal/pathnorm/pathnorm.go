@@ -1,4 +1,8 @@
-package route
+// Package pathnorm is the request-path normaliser (RFC 3986 §5.2.4, §6.2.2)
+// shared by the route table, which matches and forwards normalised paths,
+// and the configuration checks, which must refuse every route prefix the
+// table would refuse.
+package pathnorm
 
 import (
 	"errors"
@@ -225,4 +229,21 @@ func writeEscape(b *strings.Builder, c byte) {
 	b.WriteByte('%')
 	b.WriteByte(hex[c>>4])
 	b.WriteByte(hex[c&15])
+}
+
+// CheckPrefix reports whether p can be a route's path_prefix: it starts with
+// "/" and normalises (escaped slashes kept) without losing a segment, since
+// "/a/%2E%2E" would silently become "/". Errors wrap ErrInvalidPath.
+func CheckPrefix(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return pathError(`must start with "/"`)
+	}
+	norm, err := NormalizePath(p, PathOptions{EscapedSlashes: EscapedSlashesKeep})
+	if err != nil {
+		return err
+	}
+	if strings.Count(norm, "/") != strings.Count(p, "/") {
+		return pathError("dot-segments")
+	}
+	return nil
 }
