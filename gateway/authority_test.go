@@ -47,6 +47,10 @@ func TestMalformedAuthorityIsMessageError(t *testing.T) {
 		":authority with quote": fields(":method", "GET", ":scheme", "https", ":authority", "a\"b", ":path", "/"),
 		":authority a<b>":       fields(":method", "POST", ":scheme", "https", ":authority", "a<b>", ":path", "/x"),
 		"host a b":              fields(":method", "GET", ":scheme", "https", ":path", "/", "host", "a b"),
+		"port not digits":       fields(":method", "GET", ":scheme", "https", ":authority", "localhost:abc", ":path", "/"),
+		"unclosed IP-literal":   fields(":method", "GET", ":scheme", "https", ":authority", "[::1", ":path", "/"),
+		"empty host":            fields(":method", "GET", ":scheme", "https", ":authority", ":443", ":path", "/"),
+		"port out of range":     fields(":method", "GET", ":scheme", "https", ":authority", "localhost:99999", ":path", "/"),
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) { wantMessageError(t, conn, headersFrame(f...)) })

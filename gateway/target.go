@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -38,13 +39,55 @@ func validRequestTarget(t string) bool {
 const reasonInvalidAuthority = "invalid_authority"
 
 // validAuthority reports whether host, the request's :authority or Host,
-// may be forwarded: empty (an in-process request) or a value
-// httpguts.ValidHostHeader accepts (RFC 3986 §3.2.2 host and port bytes).
-// Anything else ("a b") is an invalid pseudo-header value, which makes the
-// request malformed (RFC 9114 §4.1.2, §4.3.1); net/http would forward it
-// with an empty Host and x/net/http2 would refuse it.
+// may be routed and forwarded: empty (an in-process request), or
+// host [":" port] by RFC 3986 §3.2.2–3.2.3 with the host required
+// (RFC 9110 §4.2.2, https): bytes httpguts.ValidHostHeader accepts; an
+// IP-literal is a bracketed IPv6 address without a zone; a reg-name or
+// IPv4 address holds no ":", "[" or "]"; a port is 1 to 5 digits up to
+// 65535. Anything else ("a b", "[::1", "h:abc", ":443") is an invalid
+// pseudo-header value, which makes the request malformed (RFC 9114 §4.1.2,
+// §4.3.1).
 func validAuthority(host string) bool {
-	return host == "" || httpguts.ValidHostHeader(host)
+	if host == "" {
+		return true
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return false
+	}
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		ip, err := netip.ParseAddr(host[1:end])
+		if err != nil || !ip.Is6() || ip.Zone() != "" {
+			return false
+		}
+		rest := host[end+1:]
+		return rest == "" || (rest[0] == ':' && validPort(rest[1:]))
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		if !validPort(host[i+1:]) {
+			return false
+		}
+		host = host[:i]
+	}
+	return host != "" && !strings.ContainsAny(host, ":[]")
+}
+
+// validPort: 1 to 5 digits, at most 65535.
+func validPort(p string) bool {
+	if p == "" || len(p) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+		n = n*10 + int(p[i]-'0')
+	}
+	return n <= 65535
 }
 
 // normalizeTarget returns the normalised path of r's request-target

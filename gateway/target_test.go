@@ -65,3 +65,20 @@ func TestEmptyQueryIsKept(t *testing.T) {
 		t.Fatalf("backend got %q, want /x?", uri)
 	}
 }
+
+// TestValidAuthority: host [":" port] by RFC 3986 §3.2.2–3.2.3, host
+// required (RFC 9110 §4.2.2).
+func TestValidAuthority(t *testing.T) {
+	for _, a := range []string{"", "localhost", "www.example.com", "www.example.com:443", "127.0.0.1:8443", "[::1]", "[::1]:8443",
+		"[2001:db8::1]:1", "xn--caf-dma.example", "a..example.com", "h:65535", "www.example.com."} {
+		if !validAuthority(a) {
+			t.Errorf("validAuthority(%q) = false, want true", a)
+		}
+	}
+	for _, a := range []string{"a b", "a/b", "a?b", `a"b`, "www.example.com:abc", "[www.example.com", "[::1", "[::1]x", "[::1]:",
+		"[fe80::1%25eth0]", "[127.0.0.1]", ":443", "localhost:99999", "localhost:", "h:1:2", "::1", "h]:80", "h:123456"} {
+		if validAuthority(a) {
+			t.Errorf("validAuthority(%q) = true, want false", a)
+		}
+	}
+}
