@@ -90,11 +90,9 @@ func readToken(path string, rng hcl2.Range) (string, error) {
 	if err != nil {
 		return "", configErr(rng, "Cannot read token file", "control token_file", err)
 	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		// Never fail open: an empty file (a rotation caught mid-write)
-		// would leave the control API without a token.
-		return "", configErr(rng, "Empty token file", "control token_file", fmt.Errorf("%q holds no token; the control API would be open", path))
+	token, err := hcl.ParseToken(b)
+	if err != nil {
+		return "", configErr(rng, "Unusable token file", "control token_file", fmt.Errorf("%q %w", path, err))
 	}
 	return token, nil
 }

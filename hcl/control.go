@@ -1,6 +1,7 @@
 package hcl
 
 import (
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -27,8 +28,10 @@ func buildControl(top blk, r *rawControl) Control {
 	c.TokenFileRange = rangeOf(r.TokenFile)
 	if c.TokenFile != "" {
 		// Never fail open: an empty token would switch authentication off.
-		if data, err := os.ReadFile(c.TokenFile); err == nil && strings.TrimSpace(string(data)) == "" {
-			b.errorf(r.TokenFile, "", "Empty token file", "%q holds no token; the control API would be open.", c.TokenFile)
+		if data, err := os.ReadFile(c.TokenFile); err == nil {
+			if _, err := ParseToken(data); err != nil {
+				b.errorf(r.TokenFile, "", "Unusable token file", "%q %v.", c.TokenFile, err)
+			}
 		}
 	}
 	c.EnableDebug = b.boolean(r.EnableDebug, false)
@@ -38,6 +41,23 @@ func buildControl(top blk, r *rawControl) Control {
 			"%q is reachable from other hosts and control has no token_file: anyone who reaches it could reload the configuration. Use a loopback address (127.0.0.1), set token_file, or set allow_unauthenticated = true.", c.Address)
 	}
 	return c
+}
+
+// ParseToken returns the control API token held by a token_file's data:
+// the file without surrounding whitespace (a trailing newline). Errors: an
+// empty token, which would switch authentication off (never fail open: a
+// rotation caught mid-write), and a token with whitespace or a control byte
+// inside (several lines, say), which no client could send as
+// "Authorization: Bearer <token>" (RFC 9110 §11.4, RFC 6750 §2.1).
+func ParseToken(data []byte) (string, error) {
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", errors.New("holds no token; the control API would be open")
+	}
+	if strings.ContainsFunc(token, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return "", errors.New("holds whitespace or a control character inside the token (more than one line?); no client could send it in an Authorization header")
+	}
+	return token, nil
 }
 
 // IsLoopbackAddress reports whether host:port s binds only the loopback
