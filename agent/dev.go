@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -124,8 +125,24 @@ func (d *devEnv) announce(log hclog.Logger, addrs map[string]net.Addr) {
 	cert := filepath.Join(d.dir, "cert.pem")
 	exe, _ := os.Executable()
 	cwd, _ := os.Getwd()
-	log.Info("dev mode: try it", "command", fmt.Sprintf("%s probe -cacert %s https://%s/", selfCommand(exe, cwd), cert, addr),
-		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, addr))
+	target := dialable(addr)
+	log.Info("dev mode: try it", "command", fmt.Sprintf("%s probe -cacert %s https://%s/", selfCommand(exe, cwd), cert, target),
+		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, target))
+}
+
+// dialable is addr as a client on this host reaches it: a wildcard address
+// (0.0.0.0, ::) becomes the loopback one of its family, which the -dev
+// certificate names.
+func dialable(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil || !ap.Addr().IsUnspecified() {
+		return addr.String()
+	}
+	lo := netip.IPv6Loopback()
+	if ap.Addr().Unmap().Is4() {
+		lo = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	return netip.AddrPortFrom(lo, ap.Port()).String()
 }
 
 // selfCommand is how a user runs this program again, as a shell command

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,25 @@ func TestSelfCommand(t *testing.T) {
 	} {
 		if got := selfCommand(tc.exe, tc.cwd); !strings.HasPrefix(got, tc.want) || (tc.want == "go run " && got == tc.want) {
 			t.Errorf("selfCommand(%q, %q) = %q, want %q...", tc.exe, tc.cwd, got, tc.want)
+		}
+	}
+}
+
+// TestDialable: the "try it" command of a wildcard listener names the
+// loopback address the -dev certificate covers.
+func TestDialable(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8443": "127.0.0.1:8443",
+		"0.0.0.0:8443":   "127.0.0.1:8443",
+		"[::]:8443":      "[::1]:8443",
+		"[::1]:8443":     "[::1]:8443",
+	} {
+		addr, err := net.ResolveUDPAddr("udp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dialable(addr); got != want {
+			t.Errorf("dialable(%s) = %s, want %s", in, got, want)
 		}
 	}
 }
