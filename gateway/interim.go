@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
 )
 
 // continueWait is how long the gateway waits for the backend's own answer to
@@ -221,5 +223,14 @@ func (b *continueBody) Close() error {
 // x/net/http2 does not wrap the error it got from the trace, so got1xx
 // records it. Call it after finish.
 func (iw *interim) invalidResponse(err error) bool {
-	return iw.invalid || errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim)
+	return iw.invalid || errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim) || interimEndedStream(err)
+}
+
+// interimEndedStream: x/net/http2 refused a 1xx HEADERS frame that ended
+// the stream (a 1xx is never final, RFC 9113 §8.1) before the trace saw it,
+// and reset the stream with PROTOCOL_ERROR. Only its message identifies it.
+func interimEndedStream(err error) bool {
+	var se http2.StreamError
+	return errors.As(err, &se) && se.Code == http2.ErrCodeProtocol && se.Cause != nil &&
+		strings.Contains(se.Cause.Error(), "1xx informational response with END_STREAM")
 }

@@ -72,6 +72,7 @@ var noContentRows = []ncRow{
 		want: ncWant{status: 502, reason: "backend_invalid_response", body: "Bad Gateway: backend_invalid_response\n"}},
 	{name: "101 without Upgrade fields is a 502", rule: "RFC 9110 §15.2.2", method: "GET",
 		h1:   "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+		h2:   &h2Reply{blocks: [][]hpackField{h2status(101)}}, // the only HEADERS, so with END_STREAM
 		want: ncWant{status: 502, reason: "backend_invalid_response", body: "Bad Gateway: backend_invalid_response\n"}},
 	{name: "six 1xx responses are a 502", rule: "bounded like net/http and quic-go clients (5)", method: "GET",
 		h1: strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", 6) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
