@@ -155,7 +155,9 @@ func runAgent(args []string, stderr io.Writer) int {
 				a.ForceClose()
 				os.Exit(1)
 			default:
-				log.Debug("signal ignored: the same signal to the process group", "signal", s.String())
+				// Logged at info: an operator who pressed ^C twice quickly
+				// must learn that a later one forces the exit.
+				log.Info("signal ignored: within a second of the first it is taken as the same one; send it again to exit at once", "signal", s.String())
 			}
 		}
 	}()
