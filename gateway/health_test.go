@@ -190,3 +190,45 @@ func TestBackendsReportDraining(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, func() bool { return membership() == "" }, "the drained backend to leave the report")
 }
+
+// TestReloadKeepsBackendHealth: a reload that rebuilds an upstream (another
+// policy) keeps a backend that active checks found down out of rotation,
+// instead of starting it over as "unknown" and eligible.
+func TestReloadKeepsBackendHealth(t *testing.T) {
+	up := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	down := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	down.Close() // connection refused from now on
+	uc := staticUpstream("web", "/", up, down)
+	uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
+		HealthyThreshold: 1, UnhealthyThreshold: 1, UnknownIsHealthy: true}
+	h := newHarness(t, uc)
+	report := func() map[string]BackendInfo {
+		out := map[string]BackendInfo{}
+		for _, b := range h.gw.Backends() {
+			out[b.ID] = b
+		}
+		return out
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for report()["1"].Health != "unhealthy" || report()["0"].Health != "healthy" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the down backend never became unhealthy: %+v", report())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Another policy, and checks so rare that none runs during the test:
+	// what the report says after the reload is what was inherited.
+	uc.LoadBalancing = "random"
+	active := *uc.Active
+	active.Interval = time.Hour
+	uc.Active = &active
+	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{uc}}); err != nil {
+		t.Fatal(err)
+	}
+	if b := report()["1"]; b.Health != "unhealthy" || b.Eligible {
+		t.Fatalf("after the reload the down backend is %s, eligible %v", b.Health, b.Eligible)
+	}
+	if b := report()["0"]; b.Health != "healthy" || !b.Eligible {
+		t.Fatalf("after the reload the live backend is %s, eligible %v", b.Health, b.Eligible)
+	}
+}

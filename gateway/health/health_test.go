@@ -153,3 +153,49 @@ func TestHangingProbeIsTimeout(t *testing.T) {
 		<-done
 	})
 }
+
+// TestInheritKeepsStatusAndEjection: a state rebuilt by a reload takes over
+// the active status and a running ejection, which ends when it would have,
+// and reports no transition that did not happen.
+func TestInheritKeepsStatusAndEjection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pas := &PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 100}
+		old := New(&ActiveConfig{HealthyThreshold: 2, UnhealthyThreshold: 1, UnknownIsHealthy: true}, pas, &Budget{Size: func() int { return 1 }}, nil)
+		old.ObserveCheck(false, "connect")
+		old.Observe(Failure, "reset")
+		time.Sleep(4 * time.Second)
+
+		var transitions []Transition
+		budget := &Budget{Size: func() int { return 1 }}
+		s := New(&ActiveConfig{HealthyThreshold: 3, UnhealthyThreshold: 1, UnknownIsHealthy: true}, pas, budget,
+			func(tr Transition) { transitions = append(transitions, tr) })
+		s.Inherit(old)
+		old.Close()
+		if s.Eligible() {
+			t.Fatal("the rebuilt state admits a backend that is unhealthy and ejected")
+		}
+		if st, reason, till := s.Snapshot(); st != Unhealthy || reason != "connect" || !till.Equal(time.Now().Add(6*time.Second)) {
+			t.Fatalf("inherited %v %q ejected till %v", st, reason, till)
+		}
+		if budget.Ejected() != 1 {
+			t.Fatalf("budget holds %d ejections, want 1", budget.Ejected())
+		}
+		time.Sleep(6*time.Second + time.Millisecond)
+		synctest.Wait()
+		if _, _, till := s.Snapshot(); !till.IsZero() || budget.Ejected() != 0 {
+			t.Fatalf("the ejection did not end on time (till %v, budget %d)", till, budget.Ejected())
+		}
+		s.ObserveCheck(true, "")
+		s.ObserveCheck(true, "")
+		if s.Eligible() {
+			t.Fatal("healthy after 2 passes; the new healthy_threshold is 3")
+		}
+		s.ObserveCheck(true, "")
+		if !s.Eligible() {
+			t.Fatal("not healthy after 3 passes")
+		}
+		if len(transitions) != 2 || !transitions[0].Returned || transitions[1].To != Healthy {
+			t.Fatalf("transitions %+v, want the return then unhealthy → healthy", transitions)
+		}
+	})
+}

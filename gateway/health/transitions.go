@@ -108,3 +108,37 @@ func (s *State) maxEjection() time.Duration {
 	}
 	return 10 * s.passive.BaseEjectionTime
 }
+
+// Inherit takes over old's health for the same backend in an upstream that
+// a reload rebuilt (another policy, timeouts or thresholds): a reload must
+// never make a backend known to be down eligible again, nor report
+// transitions that did not happen. The active status and its runs carry
+// over when both states run active checks; a running ejection carries over,
+// ending when it would have, when both track outcomes (its budget share was
+// reserved in the old upstream, so it is taken again without a check).
+// Call it before the backend is published; old may still be in use.
+func (s *State) Inherit(old *State) {
+	old.mu.Lock()
+	checked := old.active != nil
+	status, reason, okRun, failRun := old.status, old.reason, old.okRun, old.failRun
+	ejections, till, ejected := old.ejections, old.ejectedTill, old.ejected.Load()
+	old.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active != nil && checked {
+		s.status, s.reason, s.okRun, s.failRun = status, reason, okRun, failRun
+		s.usable.Store(status == Healthy || (status == Unknown && s.active.UnknownIsHealthy))
+	}
+	if s.passive == nil || s.closed {
+		return
+	}
+	s.ejections = ejections
+	if d := time.Until(till); ejected && d > 0 && !s.ejected.Load() {
+		if s.budget != nil {
+			s.budget.ejected.Add(1)
+		}
+		s.ejectedTill = till
+		s.ejected.Store(true)
+		s.timer = time.AfterFunc(d, s.unEject)
+	}
+}

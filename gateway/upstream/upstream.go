@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -234,6 +235,10 @@ type Upstream struct {
 	backends   map[string]*Backend // by source + "/" + ID
 	draining   []*Backend          // removed with requests in flight, for reports
 	closed     bool
+	// inherited is the backends of the upstream this one replaced (Adopt),
+	// whose health a backend with the same key and spec takes over when it
+	// is created; SetStatic, which follows Adopt, ends the hand-over.
+	inherited map[string]*Backend
 }
 
 // New returns an upstream with no members. Errors: an unknown policy.
@@ -277,6 +282,7 @@ func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 func (u *Upstream) SetStatic(specs []Spec) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	defer func() { u.inherited = nil }()
 	return u.rebuild(specs, u.discovered, u.synced)
 }
 
@@ -326,6 +332,9 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			}
 			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr()}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
+			if prev, ok := u.inherited[key]; ok && prev.Spec == s {
+				b.Health.Inherit(prev.Health)
+			}
 			next[key] = b
 			created = append(created, b)
 		}
@@ -398,16 +407,21 @@ func drain(b *Backend) {
 }
 
 // Adopt copies the discovered members and sync state of old into u, so a
-// reload that rebuilds an upstream keeps what discovery already reported.
+// reload that rebuilds an upstream keeps what discovery already reported;
+// the backends created until the next SetStatic (the static ones) take over
+// the health of old's backend with the same identity and spec
+// (health.State.Inherit).
 func (u *Upstream) Adopt(old *Upstream) error {
 	old.mu.Lock()
 	discovered, synced := old.discovered, old.synced
+	inherited := maps.Clone(old.backends)
 	old.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.inherited = inherited
 	if !synced {
 		return nil
 	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	return u.rebuild(u.static, discovered, true)
 }
 

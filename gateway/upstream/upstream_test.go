@@ -179,3 +179,49 @@ func TestClosedUpstreamReportsDraining(t *testing.T) {
 		t.Fatalf("draining %v after the last request", d)
 	}
 }
+
+// TestAdoptInheritsHealth: an upstream rebuilt by a reload (here for its
+// policy) keeps a backend's ejection, for static and discovered backends
+// alike; a backend whose address changed starts afresh.
+func TestAdoptInheritsHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pas := &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 100}
+		old, err := New(Config{Name: "web", Passive: pas, Discovered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.SetStatic([]Spec{spec("s", 1), spec("moved", 2)})
+		old.SetDiscovered([]Spec{spec("d", 3), spec("ok", 4)})
+		for _, b := range old.Current().Backends {
+			if b.ID != "ok" {
+				b.Acquire()
+				b.Done(health.Failure, "reset", time.Millisecond)
+			}
+		}
+		nu, err := New(Config{Name: "web", LoadBalancing: "random", Passive: pas, Discovered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nu.Close()
+		if err := nu.Adopt(old); err != nil {
+			t.Fatal(err)
+		}
+		if err := nu.SetStatic([]Spec{spec("s", 1), spec("moved", 5)}); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+		want := map[string]bool{"s": false, "d": false, "moved": true, "ok": true}
+		for _, b := range nu.Current().Backends {
+			if b.Eligible() != want[b.ID] {
+				t.Errorf("backend %s eligible %v after the rebuild, want %v", b.ID, b.Eligible(), want[b.ID])
+			}
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		for _, b := range nu.Current().Backends {
+			if !b.Eligible() {
+				t.Errorf("backend %s still ejected after its ejection time", b.ID)
+			}
+		}
+	})
+}
