@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,7 +73,7 @@ func startDev(listenAddr, controlAddr string) (*devEnv, error) {
 	if controlAddr == "" {
 		controlAddr = DevControlAddress
 	}
-	cert, err := selfsigned.New("localhost", "127.0.0.1", "::1")
+	cert, err := selfsigned.New(devCertNames(listenAddr)...)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +129,20 @@ func (d *devEnv) announce(log hclog.Logger, addrs map[string]net.Addr) {
 	target := dialable(addr)
 	log.Info("dev mode: try it", "command", fmt.Sprintf("%s probe -cacert %s https://%s/", selfCommand(exe, cwd), cert, target),
 		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, target))
+}
+
+// devCertNames are the names the -dev certificate covers: localhost, the
+// loopback addresses, and the -dev-listen host when it is a specific one
+// (127.0.0.2, a LAN address), so the logged probe command verifies.
+func devCertNames(listenAddr string) []string {
+	names := []string{"localhost", "127.0.0.1", "::1"}
+	host, _, err := net.SplitHostPort(listenAddr)
+	if ip, perr := netip.ParseAddr(host); err == nil && perr == nil && !ip.IsUnspecified() && !slices.Contains(names, ip.String()) {
+		names = append(names, ip.String())
+	} else if err == nil && perr != nil && host != "" && host != "localhost" {
+		names = append(names, host)
+	}
+	return names
 }
 
 // dialable is addr as a client on this host reaches it: a wildcard address

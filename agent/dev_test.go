@@ -46,3 +46,19 @@ func TestDialable(t *testing.T) {
 		}
 	}
 }
+
+// TestDevCertNames: the -dev certificate names a specific -dev-listen host.
+func TestDevCertNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8443":   "localhost 127.0.0.1 ::1",
+		"0.0.0.0:8443":     "localhost 127.0.0.1 ::1",
+		":8443":            "localhost 127.0.0.1 ::1",
+		"127.0.0.2:8443":   "localhost 127.0.0.1 ::1 127.0.0.2",
+		"[fd00::1]:8443":   "localhost 127.0.0.1 ::1 fd00::1",
+		"gw.internal:8443": "localhost 127.0.0.1 ::1 gw.internal",
+	} {
+		if got := strings.Join(devCertNames(in), " "); got != want {
+			t.Errorf("devCertNames(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

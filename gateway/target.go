@@ -42,9 +42,9 @@ const reasonInvalidAuthority = "invalid_authority"
 // may be routed and forwarded: empty (an in-process request), or
 // host [":" port] by RFC 3986 §3.2.2–3.2.3 with the host required
 // (RFC 9110 §4.2.2, https): bytes httpguts.ValidHostHeader accepts; an
-// IP-literal is a bracketed IPv6 address without a zone; a reg-name or
-// IPv4 address holds no ":", "[" or "]"; a port is 1 to 5 digits up to
-// 65535. Anything else ("a b", "[::1", "h:abc", ":443") is an invalid
+// IP-literal is a bracketed IPv6 address without a zone (no IPvFuture); a
+// reg-name or IPv4 address holds no ":", "[", "]" or percent-escape; a port
+// is 1 to 5 digits up to 65535 (an empty one is refused too). Anything else ("a b", "[::1", "h:abc", ":443") is an invalid
 // pseudo-header value, which makes the request malformed (RFC 9114 §4.1.2,
 // §4.3.1).
 func validAuthority(host string) bool {
@@ -72,7 +72,10 @@ func validAuthority(host string) bool {
 		}
 		host = host[:i]
 	}
-	return host != "" && !strings.ContainsAny(host, ":[]")
+	// A percent-escape is valid in a reg-name but is never a DNS name, and
+	// host routes compare names as sent: "w%77w.example.com" would miss its
+	// exact route and take a wildcard one.
+	return host != "" && !strings.ContainsAny(host, ":[]%")
 }
 
 // validPort: 1 to 5 digits, at most 65535.

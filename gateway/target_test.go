@@ -76,7 +76,7 @@ func TestValidAuthority(t *testing.T) {
 		}
 	}
 	for _, a := range []string{"a b", "a/b", "a?b", `a"b`, "www.example.com:abc", "[www.example.com", "[::1", "[::1]x", "[::1]:",
-		"[fe80::1%25eth0]", "[127.0.0.1]", ":443", "localhost:99999", "localhost:", "h:1:2", "::1", "h]:80", "h:123456"} {
+		"[fe80::1%25eth0]", "[127.0.0.1]", "w%77w.example.com", "[v1.x]", ":443", "localhost:99999", "localhost:", "h:1:2", "::1", "h]:80", "h:123456"} {
 		if validAuthority(a) {
 			t.Errorf("validAuthority(%q) = true, want false", a)
 		}

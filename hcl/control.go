@@ -46,16 +46,18 @@ func buildControl(top blk, r *rawControl) Control {
 // ParseToken returns the control API token held by a token_file's data:
 // the file without surrounding whitespace (a trailing newline). Errors: an
 // empty token, which would switch authentication off (never fail open: a
-// rotation caught mid-write), and a token with whitespace or a control byte
-// inside (several lines, say), which no client could send as
-// "Authorization: Bearer <token>" (RFC 9110 §11.4, RFC 6750 §2.1).
+// rotation caught mid-write), and a token with whitespace, a control byte
+// or a non-ASCII byte inside (several lines, say), which a client could not
+// send as "Authorization: Bearer <token>" (RFC 9110 §11.4, RFC 6750 §2.1).
 func ParseToken(data []byte) (string, error) {
-	token := strings.TrimSpace(string(data))
+	// A UTF-8 byte order mark is what Windows editors and PowerShell 5
+	// put before the text, not part of the token.
+	token := strings.TrimSpace(strings.TrimPrefix(string(data), "\uFEFF"))
 	if token == "" {
 		return "", errors.New("holds no token; the control API would be open")
 	}
-	if strings.ContainsFunc(token, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-		return "", errors.New("holds whitespace or a control character inside the token (more than one line?); no client could send it in an Authorization header")
+	if strings.ContainsFunc(token, func(c rune) bool { return c <= ' ' || c >= 0x7f }) {
+		return "", errors.New("holds whitespace, a control character or a non-ASCII character inside the token (more than one line?); a client could not send it in an Authorization header")
 	}
 	return token, nil
 }

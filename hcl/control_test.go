@@ -94,3 +94,17 @@ upstream "u" {
 		}
 	}
 }
+
+// TestParseToken: what a token_file may hold.
+func TestParseToken(t *testing.T) {
+	for in, want := range map[string]string{"abc\n": "abc", "\ufeffabc\r\n": "abc", "  a.b-c_~+/=  ": "a.b-c_~+/="} {
+		if got, err := ParseToken([]byte(in)); err != nil || got != want {
+			t.Errorf("ParseToken(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", " \n", "line1\nline2\n", "a b", "a\tb", "a\x00b", "abc\x7f", "abcé"} {
+		if got, err := ParseToken([]byte(in)); err == nil {
+			t.Errorf("ParseToken(%q) = %q, want an error", in, got)
+		}
+	}
+}
