@@ -305,6 +305,10 @@ func mergeCatalog(cfg *hcl.Config, st catalogState) (*hcl.Config, catalogReport)
 			Consul:        &hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth, Scheme: d.scheme},
 		}
 		for _, r := range d.routes {
+			if why := hcl.UnreachablePrefix(r.PathPrefix, cfg.Paths); why != "" {
+				d.problemf("route %s%s: %s; route ignored", r.Host, r.PathPrefix, why)
+				continue
+			}
 			k := keyOf(r)
 			if c, ok := claimed[k]; ok {
 				rule := RuleSmallerNameWins

@@ -192,6 +192,10 @@ func TestMergeCatalog(t *testing.T) {
 			services: map[string][]string{"bad": {"impulse.route=a:1/x", "impulse.route=/ok", "impulse.lb=fastest"}, "worse": {"impulse.route=?"}},
 			want:     map[string][]string{"consul:bad": {"/ok"}, "consul:worse": nil},
 			problems: map[string]int{"consul:bad": 2, "consul:worse": 1}},
+		{name: "a route escaped_slashes makes unreachable is a problem", hcl: map[string][]string{},
+			services: map[string][]string{"enc": {"impulse.route=/x/%2F/y", "impulse.route=/ok"}},
+			want:     map[string][]string{"consul:enc": {"/ok"}},
+			problems: map[string]int{"consul:enc": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := hclConfig(t, tc.hcl)

@@ -70,6 +70,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 
 	c.Listeners = buildListeners(top, m.Listeners)
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
+	checkReachable(top, c)
 
 	switch {
 	case m.Consul != nil:

@@ -1,5 +1,12 @@
 package hcl
 
+import (
+	"fmt"
+	"strings"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+)
+
 // Path normalisation settings: top-level arguments named as Envoy's
 // HttpConnectionManager names them (normalize_path, merge_slashes,
 // path_with_escaped_slashes_action). Routing always uses the normalised path;
@@ -34,6 +41,36 @@ type Paths struct {
 // DefaultPaths returns the settings of a file without path arguments.
 func DefaultPaths() Paths {
 	return Paths{NormalizePath: DefaultNormalizePath, MergeSlashes: DefaultMergeSlashes, EscapedSlashes: DefaultEscapedSlashes}
+}
+
+// UnreachablePrefix returns why a route with path_prefix p can never match
+// under the path settings ps, or "": a prefix holding an escaped slash or
+// backslash ("%2F", "%5C") matches only with escaped_slashes = "keep", since
+// "reject" refuses every request that could match it and "unescape" turns
+// the request's escape into "/".
+func UnreachablePrefix(p string, ps Paths) string {
+	if ps.EscapedSlashes == "keep" {
+		return ""
+	}
+	lp := strings.ToLower(p)
+	if strings.Contains(lp, "%2f") || strings.Contains(lp, "%5c") {
+		return fmt.Sprintf("path_prefix %q can never match: it holds an escaped slash or backslash, and escaped_slashes = %q %s (set escaped_slashes = \"keep\" to route it)",
+			p, ps.EscapedSlashes, map[string]string{"reject": "refuses every request whose path holds one", "unescape": "turns it into \"/\" before matching"}[ps.EscapedSlashes])
+	}
+	return ""
+}
+
+// checkReachable reports the routes of c that can never match under its
+// path settings, at each route block.
+func checkReachable(top blk, c *Config) {
+	for _, u := range c.Upstreams {
+		for _, r := range u.Routes {
+			if why := UnreachablePrefix(r.PathPrefix, c.Paths); why != "" {
+				rng := r.Range
+				top.add(hcl2.DiagError, &rng, "Unreachable route", fmt.Sprintf("upstream %q route: %s.", u.Name, why))
+			}
+		}
+	}
 }
 
 // buildPaths reads the top-level path arguments of m.

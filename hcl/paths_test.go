@@ -44,3 +44,19 @@ func TestPathPrefixMustBeNormal(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachablePrefix: a prefix with an escaped slash is refused unless
+// escaped_slashes = "keep", where it can match.
+func TestUnreachablePrefix(t *testing.T) {
+	for _, es := range []string{"", `escaped_slashes = "reject"`, `escaped_slashes = "unescape"`, `escaped_slashes = "keep"`} {
+		src := es + "\nupstream \"u\" {\n  route { path_prefix = \"/x/%2f/y\" }\n  backend \"b\" { address = \"http://127.0.0.1:1\" }\n}\n"
+		_, diags := Parse("t.hcl", []byte(src))
+		got := linesOf(diags)
+		if keep := strings.Contains(es, "keep"); keep == strings.Contains(got, "Unreachable route") {
+			t.Errorf("%q: diagnostics %s", es, got)
+		}
+		if !strings.Contains(es, "keep") && !strings.Contains(got, "t.hcl:3:") {
+			t.Errorf("%q: the error is not at the route: %s", es, got)
+		}
+	}
+}
