@@ -52,7 +52,7 @@ func buildControl(top blk, r *rawControl) Control {
 func ParseToken(data []byte) (string, error) {
 	// A UTF-8 byte order mark is what Windows editors and PowerShell 5
 	// put before the text, not part of the token.
-	token := strings.TrimSpace(strings.TrimPrefix(string(data), "\uFEFF"))
+	token := strings.Trim(strings.TrimPrefix(string(data), "\uFEFF"), " \t\r\n") // ASCII whitespace only: a no-break space is refused below
 	if token == "" {
 		return "", errors.New("holds no token; the control API would be open")
 	}

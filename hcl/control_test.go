@@ -102,7 +102,7 @@ func TestParseToken(t *testing.T) {
 			t.Errorf("ParseToken(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", " \n", "line1\nline2\n", "a b", "a\tb", "a\x00b", "abc\x7f", "abcé"} {
+	for _, in := range []string{"", " \n", "line1\nline2\n", "a b", "a\tb", "a\x00b", "abc\x7f", "abcé", "\u00a0s3cret\u3000\n"} {
 		if got, err := ParseToken([]byte(in)); err == nil {
 			t.Errorf("ParseToken(%q) = %q, want an error", in, got)
 		}

@@ -15,9 +15,16 @@ type Probe func(ctx context.Context) (ok bool, reason string)
 // spread out) until ctx is done, feeding s. The first check runs after a
 // random fraction of one interval. A probe that hangs is cut off by the
 // timeout and counts as a failure; it never delays other backends' checks,
-// which run in their own goroutines.
+// which run in their own goroutines. For a state that inherited a check
+// (State.Inherit), the first one is due an interval after that check.
 func RunChecks(ctx context.Context, cfg ActiveConfig, probe Probe, s *State) {
 	first := time.Duration(rand.Int64N(int64(cfg.Interval)/10 + 1))
+	if since, ok := s.sinceLastCheck(); ok {
+		// An inherited state (a reload rebuilt the upstream): the next
+		// check is due an interval after the last one, so reloads never
+		// add checks that count towards the thresholds.
+		first = max(0, jitter(cfg.Interval)-since)
+	}
 	t := time.NewTimer(first)
 	defer t.Stop()
 	for {

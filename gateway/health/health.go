@@ -144,6 +144,7 @@ type State struct {
 	ejectedTill time.Time
 	timer       *time.Timer
 	closed      bool
+	lastCheck   time.Time // when the last active-check result was observed
 }
 
 // New returns the state of one backend. active and passive may be nil

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -197,5 +198,34 @@ func TestInheritKeepsStatusAndEjection(t *testing.T) {
 		if len(transitions) != 2 || !transitions[0].Returned || transitions[1].To != Healthy {
 			t.Fatalf("transitions %+v, want the return then unhealthy → healthy", transitions)
 		}
+	})
+}
+
+// TestInheritedCheckIsNotRepeated: the checker of an inherited state waits
+// for the interval since the last check instead of checking at once, so a
+// reload never adds a check that counts towards the thresholds.
+func TestInheritedCheckIsNotRepeated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := ActiveConfig{Interval: 10 * time.Second, Timeout: time.Second, HealthyThreshold: 1, UnhealthyThreshold: 1}
+		old := New(&cfg, nil, nil, nil)
+		old.ObserveCheck(true, "")
+		time.Sleep(5 * time.Second)
+		s := New(&cfg, nil, nil, nil)
+		s.Inherit(old)
+		var probes atomic.Int64
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go RunChecks(ctx, cfg, func(context.Context) (bool, string) { probes.Add(1); return true, "" }, s)
+		time.Sleep(3900 * time.Millisecond) // the next check is due 9–11 s after the last
+		synctest.Wait()
+		if n := probes.Load(); n != 0 {
+			t.Fatalf("%d checks within the interval after an inherited one", n)
+		}
+		time.Sleep(2200 * time.Millisecond)
+		synctest.Wait()
+		if n := probes.Load(); n != 1 {
+			t.Fatalf("%d checks one interval after the inherited one, want 1", n)
+		}
+		cancel()
 	})
 }

@@ -9,6 +9,7 @@ func (s *State) ObserveCheck(ok bool, reason string) {
 		return
 	}
 	s.mu.Lock()
+	s.lastCheck = time.Now()
 	from := s.status
 	if ok {
 		s.okRun++
@@ -112,21 +113,22 @@ func (s *State) maxEjection() time.Duration {
 // Inherit takes over old's health for the same backend in an upstream that
 // a reload rebuilt (another policy, timeouts or thresholds): a reload must
 // never make a backend known to be down eligible again, nor report
-// transitions that did not happen. The active status and its runs carry
-// over when both states run active checks; a running ejection carries over,
+// transitions that did not happen. The active status, its runs and the
+// time of the last check (the next one is due an interval after it, not at
+// once: RunChecks) carry over when both states run active checks; a running ejection carries over,
 // ending when it would have, when both track outcomes (its budget share was
 // reserved in the old upstream, so it is taken again without a check).
 // Call it before the backend is published; old may still be in use.
 func (s *State) Inherit(old *State) {
 	old.mu.Lock()
 	checked := old.active != nil
-	status, reason, okRun, failRun := old.status, old.reason, old.okRun, old.failRun
+	status, reason, okRun, failRun, lastCheck := old.status, old.reason, old.okRun, old.failRun, old.lastCheck
 	ejections, till, ejected := old.ejections, old.ejectedTill, old.ejected.Load()
 	old.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active != nil && checked {
-		s.status, s.reason, s.okRun, s.failRun = status, reason, okRun, failRun
+		s.status, s.reason, s.okRun, s.failRun, s.lastCheck = status, reason, okRun, failRun, lastCheck
 		s.usable.Store(status == Healthy || (status == Unknown && s.active.UnknownIsHealthy))
 	}
 	if s.passive == nil || s.closed {
@@ -141,4 +143,15 @@ func (s *State) Inherit(old *State) {
 		s.ejected.Store(true)
 		s.timer = time.AfterFunc(d, s.unEject)
 	}
+}
+
+// sinceLastCheck is how long ago the last active-check result was observed;
+// ok is false before the first.
+func (s *State) sinceLastCheck() (d time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastCheck.IsZero() {
+		return 0, false
+	}
+	return time.Since(s.lastCheck), true
 }

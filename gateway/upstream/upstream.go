@@ -142,6 +142,12 @@ func (b *Backend) warmUp() {
 	}
 }
 
+// sameTarget reports whether s reaches the same server as b (scheme, host
+// and port): a change of weight alone keeps the backend's health.
+func (b *Backend) sameTarget(s Spec) bool {
+	return b.Scheme == s.Scheme && b.Host == s.Host && b.Port == s.Port
+}
+
 // HostPort is the backend's host:port (IPv6 bracketed), for request URLs.
 func (b *Backend) HostPort() string { return b.hostPort }
 
@@ -303,6 +309,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 	next := make(map[string]*Backend, len(static)+len(discovered))
 	var created []*Backend
 	var suppressed []Spec
+	tookOver := map[*Backend]bool{} // created backends that took over a predecessor's state
 	add := func(source string, specs []Spec) error {
 		for _, s := range specs {
 			if s.Suppressed != "" {
@@ -332,8 +339,16 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			}
 			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr()}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
-			if prev, ok := u.inherited[key]; ok && prev.Spec == s {
+			// The same backend with another weight, or in the upstream a
+			// reload replaced: same target, same health, no new ramp.
+			prev := u.backends[key]
+			if prev == nil {
+				prev = u.inherited[key]
+			}
+			if prev != nil && prev.sameTarget(s) {
 				b.Health.Inherit(prev.Health)
+				b.warmSince.Store(prev.warmSince.Load())
+				tookOver[b] = true
 			}
 			next[key] = b
 			created = append(created, b)
@@ -361,7 +376,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 	}
 	initial := len(u.backends) == 0 // the first members share no traffic yet: no ramp
 	for _, b := range created {
-		if !initial {
+		if !initial && !tookOver[b] {
 			b.warmUp()
 		}
 		u.startChecks(b)

@@ -225,3 +225,39 @@ func TestAdoptInheritsHealth(t *testing.T) {
 		}
 	})
 }
+
+// TestWeightChangeKeepsHealth: a backend whose only change is its weight (a
+// reload, or Consul Weights) keeps its ejection and starts no slow-start
+// ramp; it gets the new weight.
+func TestWeightChangeKeepsHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pas := &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 100}
+		u, err := New(Config{Name: "web", Passive: pas, SlowStart: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		u.SetStatic([]Spec{spec("a", 1), spec("b", 2)})
+		for _, b := range u.Current().Backends {
+			if b.ID == "a" {
+				b.Acquire()
+				b.Done(health.Failure, "reset", time.Millisecond)
+			}
+		}
+		heavier := spec("a", 1)
+		heavier.Weight = 300
+		u.SetStatic([]Spec{heavier, spec("b", 2)})
+		for _, b := range u.Current().Backends {
+			if b.ID == "a" && (b.Eligible() || b.Weight() != 300) {
+				t.Fatalf("after a weight change: eligible %v, weight %d; want ejected at full weight 300", b.Eligible(), b.Weight())
+			}
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		for _, b := range u.Current().Backends {
+			if !b.Eligible() {
+				t.Errorf("backend %s still ejected after its ejection time", b.ID)
+			}
+		}
+	})
+}
