@@ -27,7 +27,19 @@ func TestDrainClosesQuietConnections(t *testing.T) {
 	// A client that ignores GOAWAY: a bare QUIC connection that never closes.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	h.gw.mu.Lock()
+	l := h.gw.listeners["test"]
+	h.gw.mu.Unlock()
+	before := countConns(l)
 	conn := dialRaw(t, h)
+	// The client's handshake can complete before the server has taken the
+	// connection: a drain started then would close it as quic-go's listener
+	// goes, not as an idle HTTP/3 connection.
+	for deadline := time.Now().Add(5 * time.Second); countConns(l) == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never saw the connection")
+		}
+	}
 	start := time.Now()
 	if err := h.gw.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -44,4 +56,11 @@ func TestDrainClosesQuietConnections(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the idle connection is still open")
 	}
+}
+
+// countConns is the number of connections l has open.
+func countConns(l *listener) int {
+	n := 0
+	l.conns.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
