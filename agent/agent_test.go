@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/hcl"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 )
 
@@ -457,5 +458,15 @@ func TestReloadLogsWarnings(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "Not yet supported") {
 		t.Fatalf("the reload's warning was not logged:\n%s", r.logs)
+	}
+}
+
+// TestConsulTokenFileBOM: a Consul token_file written by a Windows editor
+// (UTF-8 byte order mark, CRLF) yields the token itself.
+func TestConsulTokenFileBOM(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "consul.token")
+	os.WriteFile(f, []byte("\ufeffs3cret\r\n"), 0o600)
+	if got, err := resolveToken(&hcl.Consul{TokenFile: f}); err != nil || got != "s3cret" {
+		t.Fatalf("resolveToken = %q, %v; want s3cret", got, err)
 	}
 }

@@ -361,7 +361,9 @@ func resolveToken(c *hcl.Consul) (string, error) {
 	if err != nil {
 		return "", configErr(c.TokenFileRange, "Cannot read token file", "consul token_file", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	// As Consul reads it, plus a leading UTF-8 byte order mark (Windows
+	// editors) that is never part of a token.
+	return strings.TrimSpace(strings.TrimPrefix(string(b), "\uFEFF")), nil
 }
 
 func sameConsul(a, b hcl.Consul) bool {
