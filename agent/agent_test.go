@@ -271,25 +271,25 @@ upstream "a" {
 	r.get(t, r.url("main", "/missing"))
 	_, body := r.control("GET", "/metrics", "")
 	for _, want := range []string{
-		`impulse_requests{code="2xx",listener="main",reason="",upstream="a"} 1`,
-		`impulse_requests{code="4xx",listener="main",reason="no_route",upstream=""} 1`,
-		`impulse_request_duration_count{code="2xx",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="2xx",le="+Inf",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="2xx",le="10000",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="4xx",le="+Inf",listener="main",upstream=""} 1`,
+		`impulse_requests{code="2xx",listener="main",protocol="h3",reason="",upstream="a"} 1`,
+		`impulse_requests{code="4xx",listener="main",protocol="h3",reason="no_route",upstream=""} 1`,
+		`impulse_request_duration_count{code="2xx",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="+Inf",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="10000",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="4xx",le="+Inf",listener="main",protocol="h3",upstream=""} 1`,
 		`# TYPE impulse_request_duration_sum counter`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n"} {
+	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n", "\nimpulse_tcp_connections 0\n"} {
 		if strings.Contains(body, unlabelled) {
 			t.Errorf("metrics carry the unlabelled default series%q", unlabelled)
 		}
 	}
 	// Every bucket of a histogram exists, cumulative counts never decrease.
-	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",upstream="a"\} (\d+)$`)
+	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",protocol="h3",upstream="a"\} (\d+)$`)
 	m := re.FindAllStringSubmatch(body, -1)
 	if len(m) != 14 {
 		t.Fatalf("%d buckets for upstream a, want 14:\n%v", len(m), m)
