@@ -37,7 +37,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		}
 		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
 			Name: l.Name, Address: l.Address, Protocols: l.Protocols,
-			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge,
+			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge, EarlyData: l.EarlyData,
 			TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
 		})
 	}

@@ -65,6 +65,13 @@ type ListenerConfig struct {
 	AltSvcPort int
 	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
 	AltSvcMaxAge time.Duration
+	// EarlyData offers and accepts 0-RTT on the QUIC side (RFC 9001 §4.6;
+	// session tickets allow resumption either way). A request handled
+	// before its connection's handshake completed is forwarded with
+	// "Early-Data: 1" when its method is safe and answered 425 too_early
+	// otherwise (RFC 8470 §5). Go's TLS server has no early data, so TCP is
+	// unaffected. On Apply it applies to new connections.
+	EarlyData bool
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of

@@ -17,7 +17,8 @@ import (
 // serve routes r, picks a backend and proxies the exchange. It is the
 // handler of every listener; listener names the listener for metrics.
 //
-// Answers it produces itself (interface.md): 404 no route, 503 no eligible
+// Answers it produces itself (interface.md): 404 no route, 425 an unsafe
+// method in early data (earlydata.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
@@ -63,6 +64,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	up := rt.Target
+	switch earlyDataAction(r.Method, inEarlyData(r)) {
+	case earlyReject:
+		rec.finish(w, up, nil, http.StatusTooEarly, reasonTooEarly)
+		return
+	case earlyForward:
+		r.Header["Early-Data"] = earlyDataOne
+	}
 	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
 	b, set := up.Pick(r)
 	if b == nil {

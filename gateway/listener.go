@@ -25,6 +25,8 @@ type listener struct {
 	protos  atomic.Pointer[protoSet]
 	tls     atomic.Pointer[listenerTLS]
 	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
+	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
+	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 	handler http.Handler
 
@@ -82,11 +84,18 @@ func (e *ListenerError) Unwrap() error { return e.Err }
 // defaultAltSvcMaxAge is the Alt-Svc ma default (Caddy and Traefik use 24h).
 const defaultAltSvcMaxAge = 24 * time.Hour
 
-// configure stores what may change without rebinding: protocols, TLS and
-// the Alt-Svc value. port is the bound port.
+// configure stores what may change without rebinding: protocols, TLS, early
+// data and the Alt-Svc value. port is the bound port.
 func (l *listener) configure(lc ListenerConfig, p protoSet, port int) {
 	l.protos.Store(&p)
-	l.tls.Store(deriveTLS(lc.TLS, p))
+	lt := deriveTLS(lc.TLS, p)
+	// quic-go's http3 seals tickets with the keys of the configuration a
+	// handshake gets, which is new after each reload: borrow stable
+	// (auto-rotating) ones, so tickets, and so 0-RTT, survive a reload as
+	// they do on TCP (where crypto/tls uses the outer configuration's).
+	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
+	l.tls.Store(lt)
+	l.early.Store(lc.EarlyData)
 	if !p.h3 {
 		l.altSvc.Store(nil)
 		return

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -37,14 +38,21 @@ func (l *listener) startQUIC(conn net.PacketConn) *quicIngress {
 		},
 	}
 	q.server = &http3.Server{
-		Handler:   l.handler,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Before the handshake completes, a request can only have come
+			// in 0-RTT packets (1-RTT keys need the client's Finished).
+			if c, _ := r.Context().Value(quicConnKey{}).(*quic.Conn); c != nil && !handshakeDone(c) {
+				r = withEarlyData(r)
+			}
+			l.handler.ServeHTTP(w, r)
+		}),
 		TLSConfig: base,
-		QUICConfig: &quic.Config{
+		QUICConfig: earlyDataSwitch(&quic.Config{
 			MaxIdleTimeout:        30 * time.Second,
 			KeepAlivePeriod:       0,
 			MaxIncomingStreams:    256,
 			MaxIncomingUniStreams: 16,
-		},
+		}, &l.early),
 		Logger: g.qlog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
 			g.metrics.connDelta(false, l.name, 1)
@@ -53,7 +61,7 @@ func (l *listener) startQUIC(conn net.PacketConn) *quicIngress {
 				q.conns.Delete(c)
 				g.metrics.connDelta(false, l.name, -1)
 			})
-			return ctx
+			return context.WithValue(ctx, quicConnKey{}, c)
 		},
 	}
 	go func() {
@@ -141,4 +149,35 @@ func (q *quicIngress) close(reason string) {
 	q.closeConns(reason)
 	_ = q.server.Close()
 	_ = q.conn.Close()
+}
+
+// quicConnKey is the connection context key of a request's *quic.Conn.
+type quicConnKey struct{}
+
+func handshakeDone(c *quic.Conn) bool {
+	select {
+	case <-c.HandshakeComplete():
+		return true
+	default:
+		return false
+	}
+}
+
+// earlyDataSwitch returns base with a GetConfigForClient that gives each new
+// connection base with Allow0RTT set to on's value at that moment, so a
+// reload turns 0-RTT on or off without rebinding. With it off, session
+// tickets do not offer early data (quic-go sends them without
+// max_early_data_size) and 0-RTT in a resumption is refused; resumption
+// itself still works. base must not have GetConfigForClient.
+func earlyDataSwitch(base *quic.Config, on *atomic.Bool) *quic.Config {
+	off, early := base.Clone(), base.Clone()
+	off.Allow0RTT, early.Allow0RTT = false, true
+	sw := base.Clone()
+	sw.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
+		if on.Load() {
+			return early, nil
+		}
+		return off, nil
+	}
+	return sw
 }

@@ -173,6 +173,10 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 				}
 			}
 		}
+		l.EarlyData = b.boolean(r.EarlyData, false)
+		if l.EarlyData && !contains(l.Protocols, "h3") {
+			b.add(hcl2.DiagWarning, b.subject(r.EarlyData), "No effect", b.field(r.EarlyData.Name)+": early data is 0-RTT on QUIC, and this listener does not serve HTTP/3 (protocols has no \"h3\"); Go's TLS server over TCP does not accept early data.")
+		}
 
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")

@@ -281,6 +281,9 @@ type Listener struct {
 	// AltSvcMaxAge is the Alt-Svc max age (default DefaultAltSvcMaxAge;
 	// whole seconds, 1s..365 days).
 	AltSvcMaxAge time.Duration
+	// EarlyData accepts TLS 1.3 early data (0-RTT, RFC 8470) on the QUIC
+	// side; default false. It has no effect on TCP.
+	EarlyData bool
 	// TLS holds the server certificate; CertFile and KeyFile are required and
 	// must exist.
 	TLS TLS

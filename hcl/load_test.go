@@ -492,7 +492,7 @@ func TestFullExample(t *testing.T) {
 		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
-	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour ||
+	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour || l.EarlyData ||
 		withoutRanges(l.TLS) != (TLS{CertFile: "testdata/certs/cert.pem", KeyFile: "testdata/certs/key.pem"}) {
 		t.Errorf("listener = %+v", l)
 	}
@@ -506,7 +506,7 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 66 || u.Routes[0].Range.Start.Line != 71 || u.Backends[0].Range.Start.Line != 77 {
+	if u.Range.Start.Line != 67 || u.Routes[0].Range.Start.Line != 72 || u.Backends[0].Range.Start.Line != 78 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

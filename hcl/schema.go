@@ -132,6 +132,7 @@ type rawListener struct {
 	Protocols    *hcl2.Attribute `hcl:"protocols,optional"`
 	AltSvcPort   *hcl2.Attribute `hcl:"alt_svc_port,optional"`
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
+	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
 
 	TLSs []*rawListenerTLS `hcl:"tls,block"`
 

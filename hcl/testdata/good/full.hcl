@@ -57,6 +57,7 @@ listener "public" {               # no default: at least one listener is require
   protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
   alt_svc_port    = 0             # advertised in Alt-Svc over TCP; 0 = the listener's port
   alt_svc_max_age = "24h"
+  early_data      = false         # 0-RTT on QUIC; unsafe methods in early data get 425 (README)
   tls {                           # required; both files must load as a matching pair
     cert_file = "testdata/certs/cert.pem"
     key_file  = "testdata/certs/key.pem"
