@@ -50,6 +50,17 @@ type ListenerConfig struct {
 	// Apply, a listener whose name and address are unchanged keeps its
 	// socket and connections and switches to the new TLS for new handshakes.
 	TLS *tls.Config
+
+	// ForwardClientCert adds an X-Forwarded-Client-Cert field (Envoy's
+	// format, certs.Identity.XFCC) to requests whose client certificate the
+	// handshake verified. A client's own X-Forwarded-Client-Cert is removed
+	// whatever this says. Apply switches it for a running listener.
+	ForwardClientCert bool
+	// CertificateExpiry is the NotAfter of each certificate TLS serves, by
+	// name (certs.Store.Expiries: "default", or a certificate's first DNS
+	// SAN), exported as impulse_tls_certificate_expiry_seconds{listener,name}
+	// (seconds until then). nil: no such series.
+	CertificateExpiry map[string]time.Time
 }
 
 // UpstreamConfig is one upstream: its routes, policy, transport settings and
@@ -92,6 +103,8 @@ type Gateway struct {
 	// retired are upstreams a reload replaced or removed, kept while their
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
+
+	listenerTLS atomic.Pointer[map[string]listenerTLS] // tlsmetrics.go
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup

@@ -174,6 +174,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 	}
 	g.listeners = next
+	g.setListenerTLS(lcs)
 	return nil
 }
 

@@ -1,0 +1,311 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-metrics"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/gateway/certs"
+)
+
+// tlsProto is one ingress protocol for the TLS cases (I01, I02): how a
+// client gets a response over a new connection, and how a handshake the
+// server refused with a TLS alert shows.
+type tlsProto struct {
+	name string
+	// get sends GET https://addr/ with tc (and hdr) on a new connection and
+	// returns the response (body read into the string) or the error.
+	get func(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error)
+	// refused reports whether err is the server closing the handshake
+	// with TLS alert (RFC 8446 §6).
+	refused func(err error, alert uint8) bool
+}
+
+// h3Proto is HTTP/3 with quic-go's client: a refused handshake is a
+// CONNECTION_CLOSE with CRYPTO_ERROR 0x100+alert (RFC 9001 §4.8).
+var h3Proto = tlsProto{
+	name: "h3",
+	get: func(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error) {
+		tr := &http3.Transport{TLSClientConfig: tc}
+		defer tr.Close()
+		return getWith(&http.Client{Transport: tr, Timeout: 10 * time.Second}, addr, hdr)
+	},
+	refused: func(err error, alert uint8) bool {
+		var te *quic.TransportError
+		return errors.As(err, &te) && te.Remote && te.ErrorCode == quic.TransportErrorCode(0x100+uint16(alert))
+	},
+}
+
+// tlsProtos are the protocols every TLS case runs over.
+var tlsProtos = []tlsProto{h3Proto}
+
+func getWith(c *http.Client, addr string, hdr http.Header) (*http.Response, string, error) {
+	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// TLS alerts the cases expect (RFC 8446 §6.2).
+const (
+	alertCertificateExpired  = 45
+	alertUnknownCA           = 48
+	alertCertificateRequired = 116
+)
+
+// startTLSGateway runs a gateway with one listener "tls" built from lc
+// (Name and Address filled in) routing every request to backend.
+func startTLSGateway(t *testing.T, lc ListenerConfig, m *metrics.Metrics, backend *httptest.Server) (*Gateway, string) {
+	t.Helper()
+	gw, err := New(Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", backend)}, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc.Name, lc.Address = "tls", "127.0.0.1:0"
+	if err := gw.Start(context.Background(), []ListenerConfig{lc}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	return gw, gw.Addrs()["tls"].String()
+}
+
+// listenerFor builds a ListenerConfig from a certs.Config as the agent does.
+func listenerFor(t *testing.T, cfg certs.Config, forward bool) ListenerConfig {
+	t.Helper()
+	s, err := certs.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ListenerConfig{TLS: s.ServerConfig(tls.VersionTLS12), ForwardClientCert: forward, CertificateExpiry: s.Expiries()}
+}
+
+// xfccEcho answers with the X-Forwarded-Client-Cert fields it received,
+// any spelling, one per line ("-" when none).
+func xfccEcho(t *testing.T) *httptest.Server {
+	return newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var got []string
+		for k, vs := range r.Header {
+			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), headerXFCC) {
+				for _, v := range vs {
+					got = append(got, k+": "+v)
+				}
+			}
+		}
+		if len(got) == 0 {
+			got = []string{"-"}
+		}
+		io.WriteString(w, strings.Join(got, "\n"))
+	}))
+}
+
+// TestI01ClientCertificates: with client_auth "require" only a certificate
+// from the client CA, within its validity, gets a response; no
+// certificate, another CA's and an expired one fail the handshake with
+// their TLS alert (over QUIC: CRYPTO_ERROR). With "request" a client
+// without a certificate is served and an invalid one still refused. The
+// backend gets X-Forwarded-Client-Cert only for a verified certificate on
+// a listener that forwards it, never the client's own copy.
+func TestI01ClientCertificates(t *testing.T) {
+	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
+	serverCert := serverCA.issue(t, leafSpec{cn: "gateway", dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	valid := clientCA.issue(t, leafSpec{cn: "web-client", client: true, uris: []string{"spiffe://test/web"}, dns: []string{"web.test"}})
+	other := otherCA.issue(t, leafSpec{cn: "web-client", client: true})
+	expired := clientCA.issue(t, leafSpec{cn: "web-client", client: true, notBefore: time.Now().Add(-48 * time.Hour), notAfter: time.Now().Add(-24 * time.Hour)})
+	sum := sha256.Sum256(valid.Certificate[0])
+	wantXFCC := headerXFCC + ": Hash=" + hex.EncodeToString(sum[:]) + `;Subject="CN=web-client,O=impulse tests";URI=spiffe://test/web;DNS=web.test`
+	spoofed := http.Header{headerXFCC: {"Hash=forged"}, "X-Forwarded_Client_Cert": {"Hash=forged"}}
+
+	backend := xfccEcho(t)
+	listen := func(mode certs.ClientAuth, forward bool) string {
+		_, addr := startTLSGateway(t, listenerFor(t, certs.Config{Default: serverCert, ClientAuth: mode, ClientCAs: clientCA.pool}, forward), nil, backend)
+		return addr
+	}
+	addrs := map[string]string{
+		"require":          listen(certs.ClientAuthRequire, true),
+		"request":          listen(certs.ClientAuthRequest, true),
+		"require, no xfcc": listen(certs.ClientAuthRequire, false),
+		"none":             listen(certs.ClientAuthNone, true),
+	}
+
+	type row struct {
+		listener string
+		cert     *tls.Certificate
+		alert    uint8  // the handshake fails with this alert; 0: served
+		want     string // the backend's view of X-Forwarded-Client-Cert
+	}
+	rows := map[string]row{
+		"require/none":            {"require", nil, alertCertificateRequired, ""},
+		"require/other CA":        {"require", &other, alertUnknownCA, ""},
+		"require/expired":         {"require", &expired, alertCertificateExpired, ""},
+		"require/valid":           {"require", &valid, 0, wantXFCC},
+		"request/none":            {"request", nil, 0, "-"},
+		"request/other CA":        {"request", &other, alertUnknownCA, ""},
+		"request/expired":         {"request", &expired, alertCertificateExpired, ""},
+		"request/valid":           {"request", &valid, 0, wantXFCC},
+		"not forwarded/valid":     {"require, no xfcc", &valid, 0, "-"},
+		"client auth none/valid":  {"none", &valid, 0, "-"}, // never asked for, never verified
+		"client auth none/no one": {"none", nil, 0, "-"},
+	}
+	for _, p := range tlsProtos {
+		for name, rw := range rows {
+			t.Run(p.name+"/"+name, func(t *testing.T) {
+				tc := &tls.Config{RootCAs: serverCA.pool, ServerName: "localhost"}
+				if rw.cert != nil {
+					// Sent even when the server's list of acceptable CAs
+					// leaves it out (Go's client would then send none).
+					tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return rw.cert, nil }
+				}
+				resp, body, err := p.get(t, addrs[rw.listener], tc, spoofed)
+				if rw.alert != 0 {
+					if err == nil {
+						t.Fatalf("served (%d %q); want the handshake refused with alert %d", resp.StatusCode, body, rw.alert)
+					}
+					if !p.refused(err, rw.alert) {
+						t.Fatalf("error %v (%T); want the handshake refused with alert %d", err, err, rw.alert)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != 200 || body != rw.want {
+					t.Fatalf("%d, backend saw\n%s\nwant\n%s", resp.StatusCode, body, rw.want)
+				}
+			})
+		}
+	}
+}
+
+// TestI02CertificatesBySNI: a listener with a default certificate and
+// certificates for a.test and *.b.test serves a's for SNI a.test, the
+// wildcard for x.b.test and the default for an unknown name or no SNI,
+// never failing the handshake. impulse_tls_certificate_expiry_seconds
+// reports each; after an Apply with rotated certificates an open
+// connection keeps working and a new one gets the new certificate.
+func TestI02CertificatesBySNI(t *testing.T) {
+	ca := newTestCA(t, "server CA")
+	exp := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
+	def := ca.issue(t, leafSpec{cn: "default", dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}, notAfter: exp})
+	a := ca.issue(t, leafSpec{cn: "a", dns: []string{"a.test"}, notAfter: exp.Add(24 * time.Hour)})
+	wild := ca.issue(t, leafSpec{cn: "wild", dns: []string{"*.b.test"}, notAfter: exp.Add(48 * time.Hour)})
+	sink := metrics.NewInmemSink(time.Hour, time.Hour)
+	mcfg := metrics.DefaultConfig("impulse")
+	mcfg.EnableHostname, mcfg.EnableRuntimeMetrics = false, false
+	m, _ := metrics.New(mcfg, sink)
+	lc := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a, wild}}, false)
+	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	gw, addr := startTLSGateway(t, lc, m, backend)
+
+	for _, p := range tlsProtos {
+		for _, tc := range []struct{ sni, want string }{
+			{"a.test", "a"},
+			{"x.b.test", "wild"},
+			{"unknown.test", "default"},
+			{"", "default"}, // an IP literal: no SNI at all
+		} {
+			t.Run(p.name+"/"+tc.sni, func(t *testing.T) {
+				cfg := &tls.Config{RootCAs: ca.pool, ServerName: tc.sni}
+				switch tc.sni {
+				case "unknown.test":
+					// The default does not cover the name: the client
+					// would refuse it, the server still serves it.
+					cfg = &tls.Config{InsecureSkipVerify: true, ServerName: tc.sni}
+				case "":
+					cfg.ServerName = "" // verified against 127.0.0.1
+				}
+				resp, body, err := p.get(t, addr, cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := resp.TLS.PeerCertificates[0].Subject.CommonName; got != tc.want || body != "ok" {
+					t.Fatalf("served %q (%d %q), want %q", got, resp.StatusCode, body, tc.want)
+				}
+			})
+		}
+	}
+
+	gauge := func(name string) float64 {
+		for _, iv := range sink.Data() {
+			iv.RLock()
+			for _, g := range iv.PrecisionGauges {
+				if g.Name == "impulse.tls.certificate.expiry_seconds" && len(g.Labels) == 2 &&
+					g.Labels[0] == (metrics.Label{Name: "listener", Value: "tls"}) && g.Labels[1].Value == name {
+					iv.RUnlock()
+					return g.Value
+				}
+			}
+			iv.RUnlock()
+		}
+		return -1e9
+	}
+	for name, notAfter := range map[string]time.Time{"default": exp, "a.test": a.Leaf.NotAfter, "*.b.test": wild.Leaf.NotAfter} {
+		want := time.Until(notAfter).Seconds()
+		if got := gauge(name); got > want+5 || got < want-5 {
+			t.Errorf("expiry of %q = %v s, want about %v", name, got, want)
+		}
+	}
+
+	// Rotation: a.test gets a new certificate. The connection opened
+	// before the Apply keeps working; a new one sees the new certificate.
+	var dials atomic.Int32
+	old := &http3.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "a.test"},
+		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+			dials.Add(1)
+			return quic.DialAddrEarly(ctx, addr, tc, qc)
+		},
+	}
+	defer old.Close()
+	oldClient := &http.Client{Transport: old, Timeout: 10 * time.Second}
+	if resp, _, err := getWith(oldClient, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	a2 := ca.issue(t, leafSpec{cn: "a rotated", dns: []string{"a.test"}, notAfter: exp.Add(72 * time.Hour)})
+	lc2 := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a2, wild}}, false)
+	lc2.Name, lc2.Address = "tls", "127.0.0.1:0"
+	if err := gw.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", backend)}, Listeners: []ListenerConfig{lc2}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body, err := getWith(oldClient, addr, nil)
+	if err != nil || body != "ok" || dials.Load() != 1 || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
+		t.Fatalf("the connection opened before the rotation: %v %q after %d dials", err, body, dials.Load())
+	}
+	for _, p := range tlsProtos {
+		resp, _, err := p.get(t, addr, &tls.Config{RootCAs: ca.pool, ServerName: "a.test"}, nil)
+		if err != nil {
+			t.Fatalf("%s: a new connection after the rotation: %v", p.name, err)
+		}
+		if got := resp.TLS.PeerCertificates[0].Subject.CommonName; got != "a rotated" {
+			t.Fatalf("%s: a new connection after the rotation got %q", p.name, got)
+		}
+	}
+	want := time.Until(a2.Leaf.NotAfter).Seconds()
+	if got := gauge("a.test"); got > want+5 || got < want-5 {
+		t.Errorf("expiry of a.test after the rotation = %v s, want about %v", got, want)
+	}
+}
