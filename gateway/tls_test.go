@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
+	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
 // tlsProto is one ingress protocol for the TLS cases (I01, I02): how a
@@ -35,7 +36,7 @@ type tlsProto struct {
 	refused func(err error, alert uint8) bool
 }
 
-// h3Proto is HTTP/3 with quic-go's client: a refused handshake is a
+// h3Proto is HTTP/3 with quic-go's Client: a refused handshake is a
 // CONNECTION_CLOSE with CRYPTO_ERROR 0x100+alert (RFC 9001 §4.8).
 var h3Proto = tlsProto{
 	name: "h3",
@@ -131,18 +132,18 @@ func xfccEcho(t *testing.T) *httptest.Server {
 // backend gets X-Forwarded-Client-Cert only for a verified certificate on
 // a listener that forwards it, never the client's own copy.
 func TestI01ClientCertificates(t *testing.T) {
-	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
-	serverCert := serverCA.issue(t, leafSpec{cn: "gateway", dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	valid := clientCA.issue(t, leafSpec{cn: "web-client", client: true, uris: []string{"spiffe://test/web"}, dns: []string{"web.test"}})
-	other := otherCA.issue(t, leafSpec{cn: "web-client", client: true})
-	expired := clientCA.issue(t, leafSpec{cn: "web-client", client: true, notBefore: time.Now().Add(-48 * time.Hour), notAfter: time.Now().Add(-24 * time.Hour)})
+	serverCA, clientCA, otherCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "other CA")
+	serverCert := serverCA.Issue(t, testpki.Leaf{CN: "gateway", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	valid := clientCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true, URIs: []string{"spiffe://test/web"}, DNS: []string{"web.test"}})
+	other := otherCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true})
+	expired := clientCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
 	sum := sha256.Sum256(valid.Certificate[0])
 	wantXFCC := headerXFCC + ": Hash=" + hex.EncodeToString(sum[:]) + `;Subject="CN=web-client,O=impulse tests";URI=spiffe://test/web;DNS=web.test`
 	spoofed := http.Header{headerXFCC: {"Hash=forged"}, "X-Forwarded_Client_Cert": {"Hash=forged"}}
 
 	backend := xfccEcho(t)
 	listen := func(mode certs.ClientAuth, forward bool) string {
-		_, addr := startTLSGateway(t, listenerFor(t, certs.Config{Default: serverCert, ClientAuth: mode, ClientCAs: clientCA.pool}, forward), nil, backend)
+		_, addr := startTLSGateway(t, listenerFor(t, certs.Config{Default: serverCert, ClientAuth: mode, ClientCAs: clientCA.Pool}, forward), nil, backend)
 		return addr
 	}
 	addrs := map[string]string{
@@ -174,7 +175,7 @@ func TestI01ClientCertificates(t *testing.T) {
 	for _, p := range tlsProtos {
 		for name, rw := range rows {
 			t.Run(p.name+"/"+name, func(t *testing.T) {
-				tc := &tls.Config{RootCAs: serverCA.pool, ServerName: "localhost"}
+				tc := &tls.Config{RootCAs: serverCA.Pool, ServerName: "localhost"}
 				if rw.cert != nil {
 					// Sent even when the server's list of acceptable CAs
 					// leaves it out (Go's client would then send none).
@@ -208,11 +209,11 @@ func TestI01ClientCertificates(t *testing.T) {
 // reports each; after an Apply with rotated certificates an open
 // connection keeps working and a new one gets the new certificate.
 func TestI02CertificatesBySNI(t *testing.T) {
-	ca := newTestCA(t, "server CA")
+	ca := testpki.NewCA(t, "server CA")
 	exp := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
-	def := ca.issue(t, leafSpec{cn: "default", dns: []string{"localhost"}, ips: []net.IP{net.IPv4(127, 0, 0, 1)}, notAfter: exp})
-	a := ca.issue(t, leafSpec{cn: "a", dns: []string{"a.test"}, notAfter: exp.Add(24 * time.Hour)})
-	wild := ca.issue(t, leafSpec{cn: "wild", dns: []string{"*.b.test"}, notAfter: exp.Add(48 * time.Hour)})
+	def := ca.Issue(t, testpki.Leaf{CN: "default", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, NotAfter: exp})
+	a := ca.Issue(t, testpki.Leaf{CN: "a", DNS: []string{"a.test"}, NotAfter: exp.Add(24 * time.Hour)})
+	wild := ca.Issue(t, testpki.Leaf{CN: "wild", DNS: []string{"*.b.test"}, NotAfter: exp.Add(48 * time.Hour)})
 	sink := metrics.NewInmemSink(time.Hour, time.Hour)
 	mcfg := metrics.DefaultConfig("impulse")
 	mcfg.EnableHostname, mcfg.EnableRuntimeMetrics = false, false
@@ -229,7 +230,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 			{"", "default"}, // an IP literal: no SNI at all
 		} {
 			t.Run(p.name+"/"+tc.sni, func(t *testing.T) {
-				cfg := &tls.Config{RootCAs: ca.pool, ServerName: tc.sni}
+				cfg := &tls.Config{RootCAs: ca.Pool, ServerName: tc.sni}
 				switch tc.sni {
 				case "unknown.test":
 					// The default does not cover the name: the client
@@ -274,7 +275,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	// before the Apply keeps working; a new one sees the new certificate.
 	var dials atomic.Int32
 	old := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "a.test"},
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"},
 		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 			dials.Add(1)
 			return quic.DialAddrEarly(ctx, addr, tc, qc)
@@ -285,7 +286,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	if resp, _, err := getWith(oldClient, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
 		t.Fatalf("before the rotation: %v", err)
 	}
-	a2 := ca.issue(t, leafSpec{cn: "a rotated", dns: []string{"a.test"}, notAfter: exp.Add(72 * time.Hour)})
+	a2 := ca.Issue(t, testpki.Leaf{CN: "a rotated", DNS: []string{"a.test"}, NotAfter: exp.Add(72 * time.Hour)})
 	lc2 := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a2, wild}}, false)
 	lc2.Name, lc2.Address = "tls", "127.0.0.1:0"
 	if err := gw.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", backend)}, Listeners: []ListenerConfig{lc2}}); err != nil {
@@ -296,7 +297,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 		t.Fatalf("the connection opened before the rotation: %v %q after %d dials", err, body, dials.Load())
 	}
 	for _, p := range tlsProtos {
-		resp, _, err := p.get(t, addr, &tls.Config{RootCAs: ca.pool, ServerName: "a.test"}, nil)
+		resp, _, err := p.get(t, addr, &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"}, nil)
 		if err != nil {
 			t.Fatalf("%s: a new connection after the rotation: %v", p.name, err)
 		}

@@ -491,8 +491,12 @@ func TestFullExample(t *testing.T) {
 		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
+	lt := l.TLS
 	if l.Name != "public" || l.Address != "0.0.0.0:8443" || l.Protocol != "http3" ||
-		withoutRanges(l.TLS) != (TLS{CertFile: "testdata/certs/cert.pem", KeyFile: "testdata/certs/key.pem"}) {
+		lt.CertFile != "testdata/certs/cert.pem" || lt.KeyFile != "testdata/certs/key.pem" || lt.ClientAuth != DefaultClientAuth ||
+		lt.ClientCAFile != "" || lt.ForwardClientCert || len(lt.Certificates) != 1 ||
+		lt.Certificates[0].CertFile != "testdata/certs/a.test.pem" || lt.Certificates[0].KeyFile != "testdata/certs/a.test-key.pem" ||
+		lt.Certificates[0].CertFileRange.Start.Line != 65 || lt.CertFileRange.Start.Line != 59 {
 		t.Errorf("listener = %+v", l)
 	}
 	u := cfg.Upstreams[0]
@@ -505,7 +509,7 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 64 || u.Routes[0].Range.Start.Line != 69 || u.Backends[0].Range.Start.Line != 75 {
+	if u.Range.Start.Line != 71 || u.Routes[0].Range.Start.Line != 76 || u.Backends[0].Range.Start.Line != 82 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }
