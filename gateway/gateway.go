@@ -116,6 +116,8 @@ type Gateway struct {
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
 
+	drains drains // ingresses a reload stopped, still draining
+
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
 	workers      *workers
@@ -329,6 +331,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	g.drains.wait(ctx)
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}
