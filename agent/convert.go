@@ -36,6 +36,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		if err != nil {
 			return gc, err
 		}
+		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
 		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {

@@ -22,7 +22,7 @@ func (g *Gateway) withClientCert(ctx context.Context, listener string, r *http.R
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return ctx
 	}
-	if m := g.listenerTLS.Load(); m == nil || !(*m)[listener].forwardClientCert {
+	if m := g.tlsSettings.Load(); m == nil || !(*m)[listener].forwardClientCert {
 		return ctx
 	}
 	id, ok := certs.VerifiedIdentity(r.TLS)

@@ -17,9 +17,9 @@ import (
 // alert would take for an expired certificate.
 var metricCertExpiry = []string{"tls", "certificate", "expiry_seconds"}
 
-// listenerTLS is what the request path and the sampler need of a
+// tlsSettings is what the request path and the sampler need of a
 // listener's TLS settings beyond its *tls.Config.
-type listenerTLS struct {
+type tlsSettings struct {
 	forwardClientCert bool
 	expiry            map[string]time.Time
 }
@@ -27,11 +27,11 @@ type listenerTLS struct {
 // setListenerTLS publishes the TLS settings of the listeners now running;
 // applyListenersLocked calls it once they are in place.
 func (g *Gateway) setListenerTLS(lcs []ListenerConfig) {
-	m := make(map[string]listenerTLS, len(lcs))
+	m := make(map[string]tlsSettings, len(lcs))
 	for _, lc := range lcs {
-		m[lc.Name] = listenerTLS{forwardClientCert: lc.ForwardClientCert, expiry: lc.CertificateExpiry}
+		m[lc.Name] = tlsSettings{forwardClientCert: lc.ForwardClientCert, expiry: lc.CertificateExpiry}
 	}
-	g.listenerTLS.Store(&m)
+	g.tlsSettings.Store(&m)
 	g.sampleTLS(time.Now())
 }
 
@@ -40,7 +40,7 @@ func (g *Gateway) setListenerTLS(lcs []ListenerConfig) {
 // telemetry.prometheus_retention drops the series (go-metrics cannot
 // delete one).
 func (g *Gateway) sampleTLS(now time.Time) {
-	m := g.listenerTLS.Load()
+	m := g.tlsSettings.Load()
 	if m == nil {
 		return
 	}

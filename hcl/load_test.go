@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Telemetry != (Telemetry{PrometheusRetention: 24 * time.Hour, DisableHostname: true}) {
 		t.Errorf("Telemetry = %+v", cfg.Telemetry)
 	}
-	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Protocol != "http3" {
+	if len(cfg.Listeners) != 1 || !slices.Equal(cfg.Listeners[0].Protocols, []string{"h1", "h2", "h3"}) || cfg.Listeners[0].AltSvcMaxAge != 24*time.Hour {
 		t.Fatalf("Listeners = %+v", cfg.Listeners)
 	}
 	l := cfg.Listeners[0]
@@ -492,11 +493,11 @@ func TestFullExample(t *testing.T) {
 	}
 	l := cfg.Listeners[0]
 	lt := l.TLS
-	if l.Name != "public" || l.Address != "0.0.0.0:8443" || l.Protocol != "http3" ||
+	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour ||
 		lt.CertFile != "testdata/certs/cert.pem" || lt.KeyFile != "testdata/certs/key.pem" || lt.ClientAuth != DefaultClientAuth ||
 		lt.ClientCAFile != "" || lt.ForwardClientCert || len(lt.Certificates) != 1 ||
 		lt.Certificates[0].CertFile != "testdata/certs/a.test.pem" || lt.Certificates[0].KeyFile != "testdata/certs/a.test-key.pem" ||
-		lt.Certificates[0].CertFileRange.Start.Line != 65 || lt.CertFileRange.Start.Line != 59 {
+		lt.Certificates[0].CertFileRange.Start.Line != 67 || lt.CertFileRange.Start.Line != 61 {
 		t.Errorf("listener = %+v", l)
 	}
 	u := cfg.Upstreams[0]
@@ -509,7 +510,7 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 71 || u.Routes[0].Range.Start.Line != 76 || u.Backends[0].Range.Start.Line != 82 {
+	if u.Range.Start.Line != 73 || u.Routes[0].Range.Start.Line != 78 || u.Backends[0].Range.Start.Line != 84 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }
