@@ -10,6 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,19 +35,22 @@ type tlsProto struct {
 	// get sends GET https://addr/ with tc (and hdr) on a new connection and
 	// returns the response (body read into the string) or the error.
 	get func(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error)
+	// handshake connects with tc and returns how the server ended the
+	// connection when it refused the client (nil if it did not).
+	handshake func(t *testing.T, addr string, tc *tls.Config) error
 	// refused reports whether err is the server closing the handshake
 	// with TLS alert (RFC 8446 §6).
 	refused func(err error, alert uint8) bool
 }
 
-// h3Proto is HTTP/3 with quic-go's Client: a refused handshake is a
+// h3Proto is HTTP/3 with quic-go's client: a refused handshake is a
 // CONNECTION_CLOSE with CRYPTO_ERROR 0x100+alert (RFC 9001 §4.8).
 var h3Proto = tlsProto{
 	name: "h3",
-	get: func(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error) {
-		tr := &http3.Transport{TLSClientConfig: tc}
-		defer tr.Close()
-		return getWith(&http.Client{Transport: tr, Timeout: 10 * time.Second}, addr, hdr)
+	get:  h3Get,
+	handshake: func(t *testing.T, addr string, tc *tls.Config) error {
+		_, _, err := h3Get(t, addr, tc, nil)
+		return err
 	},
 	refused: func(err error, alert uint8) bool {
 		var te *quic.TransportError
@@ -51,8 +58,53 @@ var h3Proto = tlsProto{
 	},
 }
 
+func h3Get(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error) {
+	tr := &http3.Transport{TLSClientConfig: tc}
+	defer tr.Close()
+	return getWith(&http.Client{Transport: tr, Timeout: 10 * time.Second}, addr, hdr)
+}
+
+// tcpProto is HTTP/1.1 or HTTP/2 over TLS with Go's client: a refused
+// handshake is the server's alert, "remote error: tls: ..." (in TLS 1.3
+// the client learns it on its first read, after sending its certificate).
+func tcpProto(proto string) tlsProto {
+	return tlsProto{
+		name: proto,
+		get: func(t *testing.T, addr string, tc *tls.Config, hdr http.Header) (*http.Response, string, error) {
+			tr := clientTransport(proto, tc).(*http.Transport)
+			defer tr.CloseIdleConnections()
+			resp, body, err := getWith(&http.Client{Transport: tr, Timeout: 10 * time.Second}, addr, hdr)
+			if err == nil && resp.ProtoMajor != map[string]int{ProtocolH1: 1, ProtocolH2: 2}[proto] {
+				t.Fatalf("served over %s, want %s", resp.Proto, proto)
+			}
+			return resp, body, err
+		},
+		handshake: func(t *testing.T, addr string, tc *tls.Config) error {
+			// A raw connection that only reads: a client that writes its
+			// request at once may see its write fail (EPIPE, ECONNRESET)
+			// before it reads the alert.
+			tc = tc.Clone()
+			tc.NextProtos = []string{map[string]string{ProtocolH1: "http/1.1", ProtocolH2: "h2"}[proto]}
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, tc)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, io.EOF) {
+				return err
+			}
+			return nil
+		},
+		refused: func(err error, alert uint8) bool {
+			var oe *net.OpError
+			return errors.As(err, &oe) && oe.Op == "remote error" && oe.Err.Error() == tls.AlertError(alert).Error()
+		},
+	}
+}
+
 // tlsProtos are the protocols every TLS case runs over.
-var tlsProtos = []tlsProto{h3Proto}
+var tlsProtos = []tlsProto{h3Proto, tcpProto(ProtocolH2), tcpProto(ProtocolH1)}
 
 func getWith(c *http.Client, addr string, hdr http.Header) (*http.Response, string, error) {
 	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
@@ -130,7 +182,9 @@ func xfccEcho(t *testing.T) *httptest.Server {
 // their TLS alert (over QUIC: CRYPTO_ERROR). With "request" a client
 // without a certificate is served and an invalid one still refused. The
 // backend gets X-Forwarded-Client-Cert only for a verified certificate on
-// a listener that forwards it, never the client's own copy.
+// a listener that forwards it, never the client's own copy. Every row runs
+// over HTTP/3, HTTP/2 and HTTP/1.1 (quic-go's and Go's clients), and curl
+// repeats the require rows over TCP.
 func TestI01ClientCertificates(t *testing.T) {
 	serverCA, clientCA, otherCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA"), testpki.NewCA(t, "other CA")
 	serverCert := serverCA.Issue(t, testpki.Leaf{CN: "gateway", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
@@ -181,16 +235,17 @@ func TestI01ClientCertificates(t *testing.T) {
 					// leaves it out (Go's client would then send none).
 					tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return rw.cert, nil }
 				}
-				resp, body, err := p.get(t, addrs[rw.listener], tc, spoofed)
 				if rw.alert != 0 {
+					err := p.handshake(t, addrs[rw.listener], tc)
 					if err == nil {
-						t.Fatalf("served (%d %q); want the handshake refused with alert %d", resp.StatusCode, body, rw.alert)
+						t.Fatalf("not refused; want the handshake refused with alert %d", rw.alert)
 					}
 					if !p.refused(err, rw.alert) {
 						t.Fatalf("error %v (%T); want the handshake refused with alert %d", err, err, rw.alert)
 					}
 					return
 				}
+				resp, body, err := p.get(t, addrs[rw.listener], tc, spoofed)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -200,6 +255,35 @@ func TestI01ClientCertificates(t *testing.T) {
 			})
 		}
 	}
+
+	// curl (OpenSSL) over HTTP/2 and HTTP/1.1: refused without a
+	// certificate, served with the valid one, whose identity the backend
+	// gets. The refusal runs over TLS 1.2, where the server refuses before
+	// its Finished and curl reports the alert (handshake_failure): over
+	// TLS 1.3 curl writes its request at once and may see the closed
+	// connection (ENOTCONN) before it reads the alert.
+	t.Run("curl", func(t *testing.T) {
+		curl := tool(t, "curl", "curl")
+		dir := t.TempDir()
+		caFile, certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")
+		certPEM, keyPEM := testpki.PEM(t, valid)
+		for f, b := range map[string][]byte{caFile: serverCA.CAPEM(), certFile: certPEM, keyFile: keyPEM} {
+			if err := os.WriteFile(f, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		url := "https://" + addrs["require"] + "/"
+		for _, version := range []string{"--http2", "--http1.1"} {
+			out, err := exec.Command(curl, "-sS", version, "--tls-max", "1.2", "--cacert", caFile, url).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "alert handshake failure") {
+				t.Errorf("curl %s without a certificate: %v\n%s", version, err, out)
+			}
+			got := run(t, curl, "-sS", version, "--cacert", caFile, "--cert", certFile, "--key", keyFile, "-H", "X-Forwarded-Client-Cert: Hash=forged", url)
+			if got != wantXFCC {
+				t.Errorf("curl %s with the valid certificate: backend saw\n%s\nwant\n%s", version, got, wantXFCC)
+			}
+		}
+	})
 }
 
 // TestI02CertificatesBySNI: a listener with a default certificate and
@@ -207,7 +291,8 @@ func TestI01ClientCertificates(t *testing.T) {
 // wildcard for x.b.test and the default for an unknown name or no SNI,
 // never failing the handshake. impulse_tls_certificate_expiry_seconds
 // reports each; after an Apply with rotated certificates an open
-// connection keeps working and a new one gets the new certificate.
+// connection keeps working and a new one gets the new certificate. Over
+// HTTP/3, HTTP/2 and HTTP/1.1, and curl for the names over HTTP/2.
 func TestI02CertificatesBySNI(t *testing.T) {
 	ca := testpki.NewCA(t, "server CA")
 	exp := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
@@ -273,18 +358,30 @@ func TestI02CertificatesBySNI(t *testing.T) {
 
 	// Rotation: a.test gets a new certificate. The connection opened
 	// before the Apply keeps working; a new one sees the new certificate.
-	var dials atomic.Int32
-	old := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"},
-		Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
-			dials.Add(1)
-			return quic.DialAddrEarly(ctx, addr, tc, qc)
-		},
-	}
-	defer old.Close()
-	oldClient := &http.Client{Transport: old, Timeout: 10 * time.Second}
-	if resp, _, err := getWith(oldClient, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
-		t.Fatalf("before the rotation: %v", err)
+	t.Run("curl", func(t *testing.T) {
+		curl := tool(t, "curl", "curl")
+		caFile := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(caFile, ca.CAPEM(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		for name, want := range map[string]string{"a.test": "a", "x.b.test": "wild", "localhost": "default"} {
+			out := run(t, curl, "-sSv", "--http2", "--cacert", caFile, "--resolve", name+":"+port+":127.0.0.1", "https://"+name+":"+port+"/")
+			if !regexp.MustCompile(`(?m)^\*  subject: .*\bCN=`+want+`$`).MatchString(out) || !strings.HasSuffix(out, "ok") {
+				t.Errorf("curl %s: want subject %s\n%s", name, want, out)
+			}
+		}
+	})
+
+	aTLS := &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"}
+	olds := map[string]*countingClient{}
+	for _, p := range []string{ProtocolH1, ProtocolH2, ProtocolH3} {
+		c := newCountingClient(p, aTLS)
+		defer c.close()
+		if resp, _, err := getWith(c.Client, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
+			t.Fatalf("%s before the rotation: %v", p, err)
+		}
+		olds[p] = c
 	}
 	a2 := ca.Issue(t, testpki.Leaf{CN: "a rotated", DNS: []string{"a.test"}, NotAfter: exp.Add(72 * time.Hour)})
 	lc2 := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a2, wild}}, false)
@@ -292,9 +389,11 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	if err := gw.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", backend)}, Listeners: []ListenerConfig{lc2}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, body, err := getWith(oldClient, addr, nil)
-	if err != nil || body != "ok" || dials.Load() != 1 || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
-		t.Fatalf("the connection opened before the rotation: %v %q after %d dials", err, body, dials.Load())
+	for p, c := range olds {
+		resp, body, err := getWith(c.Client, addr, nil)
+		if err != nil || body != "ok" || c.dials.Load() != 1 || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {
+			t.Fatalf("%s: the connection opened before the rotation: %v %q after %d dials", p, err, body, c.dials.Load())
+		}
 	}
 	for _, p := range tlsProtos {
 		resp, _, err := p.get(t, addr, &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"}, nil)
@@ -309,4 +408,34 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	if got := gauge("a.test"); got > want+5 || got < want-5 {
 		t.Errorf("expiry of a.test after the rotation = %v s, want about %v", got, want)
 	}
+}
+
+// countingClient is a client for one protocol that counts the connections
+// it opens, to tell a reused connection from a new one.
+type countingClient struct {
+	*http.Client
+	dials atomic.Int32
+	close func()
+}
+
+func newCountingClient(proto string, tc *tls.Config) *countingClient {
+	c := &countingClient{}
+	if proto == ProtocolH3 {
+		tr := &http3.Transport{
+			TLSClientConfig: tc,
+			Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+				c.dials.Add(1)
+				return quic.DialAddrEarly(ctx, addr, tc, qc)
+			},
+		}
+		c.Client, c.close = &http.Client{Transport: tr, Timeout: 10 * time.Second}, func() { tr.Close() }
+		return c
+	}
+	tr := clientTransport(proto, tc).(*http.Transport)
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.dials.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	c.Client, c.close = &http.Client{Transport: tr, Timeout: 10 * time.Second}, tr.CloseIdleConnections
+	return c
 }
