@@ -86,6 +86,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	traced, iw := withInterim(w, r)
+	traced = g.withClientCert(traced, listener, r)
 	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)

@@ -196,19 +196,69 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 	if !p.h3 && l.quic != nil {
 		q := l.quic
 		l.quic = nil
-		go func() { l.logDrain(q.shutdown(ctx, l)) }()
+		l.g.background(l.name, func() error { return q.shutdown(ctx, l) }, func() { q.close("shutting down") })
 	}
 	if !p.tcp() && l.tcp != nil {
 		t := l.tcp
 		l.tcp = nil
-		go func() { l.logDrain(t.shutdown(ctx)) }()
+		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
 	return nil
 }
 
-func (l *listener) logDrain(err error) {
-	if err != nil {
-		l.g.log.Warn("listener drain", "listener", l.name, "error", err)
+// drains are the ingresses a reload stopped, draining in the background:
+// Shutdown waits for them, Close cuts them short.
+type drains struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	next  int
+	force map[int]func()
+}
+
+// background runs drain (bounded by the context it was built with) on its
+// own goroutine; force is its forced stop.
+func (g *Gateway) background(name string, drain func() error, force func()) {
+	d := &g.drains
+	d.mu.Lock()
+	if d.force == nil {
+		d.force = map[int]func(){}
+	}
+	id := d.next
+	d.next++
+	d.force[id] = force
+	d.mu.Unlock()
+	d.wg.Go(func() {
+		if err := drain(); err != nil {
+			g.log.Warn("listener drain", "listener", name, "error", err)
+		}
+		d.mu.Lock()
+		delete(d.force, id)
+		d.mu.Unlock()
+	})
+}
+
+// forceAll cuts every background drain short.
+func (d *drains) forceAll() {
+	d.mu.Lock()
+	fs := make([]func(), 0, len(d.force))
+	for _, f := range d.force {
+		fs = append(fs, f)
+	}
+	d.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// wait waits for the background drains until ctx is done, then forces them.
+func (d *drains) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.forceAll()
+		<-done
 	}
 }
 
@@ -363,10 +413,11 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 	}
 	for name, l := range g.listeners {
 		if next[name] != l {
-			go func() { l.logDrain(l.shutdown(ctx)) }()
+			g.background(name, func() error { return l.shutdown(ctx) }, l.close)
 		}
 	}
 	g.listeners = next
+	g.setListenerTLS(lcs)
 	return nil
 }
 
@@ -429,4 +480,5 @@ func (g *Gateway) Close() {
 	g.shutdown = true
 	g.mu.Unlock()
 	closeAll(ls)
+	g.drains.forceAll()
 }

@@ -104,6 +104,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	if r.Host != "" {
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
+	setClientCert(ctx, out.Header, r) // clientcert.go
 	var wb *watchedBody
 	if out.Body != nil {
 		wb = &watchedBody{ReadCloser: out.Body}
