@@ -50,6 +50,9 @@ func (l *listener) startTCP(ln net.Listener) *tcpIngress {
 				// statement about this connection, caddyserver/caddy#4996).
 				w.Header()["Alt-Svc"] = *v
 			}
+			if !adaptH1(recorder{g: g, listener: l.name, r: r, start: time.Now()}, w, r) {
+				return
+			}
 			l.handler.ServeHTTP(w, r)
 		}),
 		TLSConfig: &tls.Config{
