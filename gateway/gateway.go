@@ -65,6 +65,9 @@ type ListenerConfig struct {
 	AltSvcPort int
 	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
 	AltSvcMaxAge time.Duration
+	// Limits are the listener's protocol limits; zero fields are defaults
+	// (see Limits).
+	Limits Limits
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of
@@ -81,6 +84,10 @@ type UpstreamConfig struct {
 	upstream.Config
 	Routes []RouteConfig
 	Static []upstream.Spec
+	// MaxRequestBodyBytes replaces the listener's Limits.MaxRequestBodyBytes
+	// for requests routed to this upstream, in bytes; 0 means the
+	// listener's. Apply switches it at once.
+	MaxRequestBodyBytes int64
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -119,6 +126,8 @@ type Gateway struct {
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
 	workers      *workers
+
+	limits atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.
