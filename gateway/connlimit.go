@@ -50,11 +50,12 @@ func (c *connLimiter) release() {
 // max_connections (quic-go answers CONNECTION_REFUSED).
 var errTooManyConnections = errors.New("max_connections reached")
 
-// limitListener is the TCP side of a connLimiter: Accept waits for a free
-// slot before it takes a connection from the kernel's queue, as
-// golang.org/x/net/netutil.LimitListener does, and each accepted
-// connection holds its slot until closed. One goroutine (http.Server's
-// accept loop) calls Accept.
+// limitListener is the TCP side of a connLimiter: an accepted connection
+// waits for a free slot before Accept returns it (unserved, as if still in
+// the kernel's queue; netutil.LimitListener waits before accepting, which
+// would hold a slot for a connection that has not arrived), and holds its
+// slot until closed. One goroutine (http.Server's accept loop) calls
+// Accept.
 type limitListener struct {
 	net.Listener
 	lim       *connLimiter
@@ -67,17 +68,17 @@ func newLimitListener(ln net.Listener, lim *connLimiter) *limitListener {
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
 	for !l.lim.tryAcquire() {
 		select {
 		case <-l.lim.freed:
 		case <-l.done:
+			c.Close()
 			return nil, net.ErrClosed
 		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		l.lim.release()
-		return nil, err
 	}
 	return &limitedConn{Conn: c, lim: l.lim}, nil
 }

@@ -57,10 +57,10 @@ type Limits struct {
 	// alive, http3.Server.IdleTimeout as well.
 	IdleTimeout time.Duration
 	// MaxConnections bounds the open connections of the listener, TCP and
-	// QUIC together; 0 means no limit. Beyond it a TCP connection waits in
-	// the kernel's accept queue until one closes (as netutil.LimitListener);
-	// a QUIC connection attempt is refused with CONNECTION_REFUSED
-	// (RFC 9000 §20.1), since QUIC has no accept queue.
+	// QUIC together; 0 means no limit. Beyond it a new TCP connection
+	// waits, accepted but not served (its TLS handshake does not start),
+	// until one closes; a QUIC connection attempt is refused with
+	// CONNECTION_REFUSED (RFC 9000 §20.1), since QUIC has no accept queue.
 	MaxConnections int
 	// MaxConcurrentStreams bounds the streams a client may open at once on
 	// one connection (default 250): SETTINGS_MAX_CONCURRENT_STREAMS on

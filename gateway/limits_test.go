@@ -221,3 +221,27 @@ func TestLimitClientBodyTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestBodyOfUnknownLengthArrivingLater: a body without a Content-Length
+// whose bytes arrive only after the request reached the pipeline is
+// forwarded whole over every protocol. (settleBody's read with a deadline
+// in the past is for QUIC streams only: on HTTP/1.1 it timed out the
+// connection, which cancels the request, and on HTTP/2 it closes the body.)
+func TestBodyOfUnknownLengthArrivingLater(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		var cb countingBackend
+		h := newHarnessOver(t, proto, cb.start(t))
+		l := h.gw.listeners["test"]
+		pr, pw := io.Pipe()
+		go func() {
+			for deadline := time.Now().Add(10 * time.Second); l.active.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			pw.Write([]byte("late body"))
+			pw.Close()
+		}()
+		if code, _, err := h.do("POST", "/", pr, -1, nil); err != nil || code != 200 || cb.maxBody.Load() != 9 {
+			t.Errorf("%d %v; the backend got %d bytes of 9", code, err, cb.maxBody.Load())
+		}
+	})
+}

@@ -29,6 +29,7 @@ type quicIngress struct {
 	// handshaking counts connection attempts between their first Initial
 	// and the end of their handshake (retry.go).
 	handshaking atomic.Int64
+	retried     atomic.Int64 // Initials answered with a Retry
 }
 
 // startQUIC serves HTTP/3 on conn in the background, with the server

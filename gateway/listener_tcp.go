@@ -43,6 +43,14 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 				// statement about this connection, caddyserver/caddy#4996).
 				w.Header()["Alt-Svc"] = *v
 			}
+			if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+				// Go's parser drops a Content-Length sent beside
+				// Transfer-Encoding and reads the body as chunked, so the
+				// two cannot be told apart here; RFC 9112 §6.1 requires
+				// closing the connection after such a request, lest a
+				// peer that framed it by Content-Length be out of step.
+				w.Header()["Connection"] = []string{"close"}
+			}
 			l.handler.ServeHTTP(w, r)
 		}),
 		TLSConfig: &tls.Config{

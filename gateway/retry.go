@@ -29,7 +29,13 @@ func (q *quicIngress) transport(conn net.PacketConn, lim *connLimiter) *quic.Tra
 		Conn: conn,
 		// Called for an Initial without a valid token only, before any
 		// state is created for it.
-		VerifySourceAddress: func(net.Addr) bool { return q.handshaking.Load() >= threshold },
+		VerifySourceAddress: func(net.Addr) bool {
+			if q.handshaking.Load() < threshold {
+				return false
+			}
+			q.retried.Add(1)
+			return true
+		},
 		// Called for every attempt that passed validation (or needed
 		// none); ctx ends when the connection closes or its handshake
 		// fails.
