@@ -69,8 +69,8 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 				return l.tls.Load().tcp, nil
 			},
 		},
-		Protocols:         &protos,
-		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
+		Protocols: &protos,
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
 		// Also the TLS handshake's timeout (Go takes the lowest of the
 		// read and write timeouts for it).
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
