@@ -38,7 +38,8 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
 			Name: l.Name, Address: l.Address, Protocols: l.Protocols,
 			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge,
-			TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
+			TLS:    &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
+			Limits: listenerLimits(l.Limits),
 		})
 	}
 	for _, u := range c.Upstreams {
@@ -67,7 +68,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
-	}}
+	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy}
@@ -90,6 +91,15 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
 	}
 	return uc, nil
+}
+
+// listenerLimits converts listener.limits.
+func listenerLimits(l hcl.ListenerLimits) gateway.Limits {
+	return gateway.Limits{
+		MaxHeaderBytes: l.MaxHeaderBytes, MaxURIBytes: l.MaxURIBytes, MaxRequestBodyBytes: l.MaxRequestBodyBytes,
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ClientBodyTimeout: l.ClientBodyTimeout, IdleTimeout: l.IdleTimeout,
+		MaxConnections: l.MaxConnections, MaxConcurrentStreams: l.MaxConcurrentStreams,
+	}
 }
 
 // clientTLS builds the configuration for connections to HTTPS backends:

@@ -174,6 +174,8 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 			}
 		}
 
+		l.Limits = buildListenerLimits(b, r.Limits)
+
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
 		} else {
