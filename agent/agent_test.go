@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ type running struct {
 	client *http.Client
 	logs   *syncBuffer
 	stop   func() error
+	roots  *x509.CertPool // trusts the listener certificate
 }
 
 // start runs an agent in-process on a config template; %[1]s and %[2]s are
@@ -88,7 +90,7 @@ func start(t *testing.T, config string) *running {
 		time.Sleep(5 * time.Millisecond)
 	}
 	tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"}}
-	r := &running{a: a, dir: dir, cfg: cfgFile, client: &http.Client{Transport: tr}, logs: logs}
+	r := &running{a: a, dir: dir, cfg: cfgFile, client: &http.Client{Transport: tr}, logs: logs, roots: cert.Pool}
 	var once sync.Once
 	var stopErr error
 	r.stop = func() error {

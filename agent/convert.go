@@ -27,20 +27,19 @@ const MetaScheme = "impulse-scheme"
 // gatewayConfig converts a validated configuration into the gateway's types,
 // loading TLS material from disk (the consul block's too, so that a bad
 // file is refused before anything changes). Errors are *ConfigError
-// pointing at the file at fault (cert_file, key_file, ca_file).
+// pointing at the file at fault (cert_file, key_file, ca_file,
+// client_ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 	gc := gateway.Config{Paths: pathOptions(c.Paths)}
 	for _, l := range c.Listeners {
-		cert, err := loadKeyPair(&l.TLS, fmt.Sprintf("listener %q tls", l.Name))
+		lc, err := listenerConfig(l) // listenertls.go
 		if err != nil {
 			return gc, err
 		}
-		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
-			Name: l.Name, Address: l.Address, Protocols: l.Protocols,
-			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge,
-			TLS:    &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
-			Limits: listenerLimits(l.Limits),
-		})
+		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
+		lc.EarlyData = l.EarlyData
+		lc.Limits = listenerLimits(l.Limits)
+		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
 		uc, err := upstreamConfig(u)

@@ -65,6 +65,24 @@ type ListenerConfig struct {
 	AltSvcPort int
 	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
 	AltSvcMaxAge time.Duration
+
+	// ForwardClientCert adds an X-Forwarded-Client-Cert field (Envoy's
+	// format, certs.Identity.XFCC) to requests whose client certificate the
+	// handshake verified. A client's own X-Forwarded-Client-Cert is removed
+	// whatever this says. Apply switches it for a running listener.
+	ForwardClientCert bool
+	// CertificateExpiry is the NotAfter of each certificate TLS serves, by
+	// name (certs.Store.Expiries: "default", or a certificate's first DNS
+	// SAN), exported as impulse_tls_certificate_expiry_seconds{listener,name}
+	// (seconds until then). nil: no such series.
+	CertificateExpiry map[string]time.Time
+	// EarlyData offers and accepts 0-RTT on the QUIC side (RFC 9001 §4.6;
+	// session tickets allow resumption either way). A request handled
+	// before its connection's handshake completed is forwarded with
+	// "Early-Data: 1" when its method is safe and answered 425 too_early
+	// otherwise (RFC 8470 §5). Go's TLS server has no early data, so TCP is
+	// unaffected. On Apply it applies to new connections.
+	EarlyData bool
 	// Limits are the listener's protocol limits; zero fields are defaults
 	// (see Limits).
 	Limits Limits
@@ -122,6 +140,9 @@ type Gateway struct {
 	// retired are upstreams a reload replaced or removed, kept while their
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
+
+	drains      drains                                 // ingresses a reload stopped, still draining
+	tlsSettings atomic.Pointer[map[string]tlsSettings] // tlsmetrics.go
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
@@ -338,6 +359,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	g.drains.wait(ctx)
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}

@@ -18,7 +18,8 @@ import (
 // handler of every listener; listener names the listener for metrics.
 //
 // Answers it produces itself (interface.md): 414, 413 and 408 from the
-// listener's limits (limits.go), 404 no route, 503 no eligible
+// listener's limits (limits.go), 404 no route, 425 an unsafe method in
+// early data (earlydata.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
@@ -72,6 +73,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	up := rt.Target
+	switch earlyDataAction(r.Method, inEarlyData(r)) {
+	case earlyReject:
+		rec.finish(w, up, nil, http.StatusTooEarly, reasonTooEarly)
+		return
+	case earlyForward:
+		r.Header["Early-Data"] = earlyDataOne
+	}
 	maxBody := bodyLimit(lim, tbl, up)
 	if maxBody > 0 && r.ContentLength > maxBody {
 		closeConnAfter(w, r)
@@ -94,6 +102,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	traced, iw := withInterim(w, r)
+	traced = g.withClientCert(traced, listener, r)
 	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,4 +295,36 @@ func TestDrainOverEveryProtocol(t *testing.T) {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
+}
+
+// TestB16ExpectContinueOverTCP: over HTTP/1.1 and HTTP/2 a client waiting
+// for 100 (Continue) gets it (Go's servers send it when the transport first
+// reads the body), then the final status.
+func TestB16ExpectContinueOverTCP(t *testing.T) {
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusCreated)
+		w.Write(b)
+	})
+	for _, ingress := range []string{ProtocolH1, ProtocolH2} {
+		for name, be := range map[string]*httptest.Server{"h1": newH1Backend(t, echo), "h2": newH2Backend(t, echo)} {
+			t.Run(ingress+" to "+name, func(t *testing.T) {
+				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
+				h.client.Transport.(*http.Transport).ExpectContinueTimeout = time.Minute // the client's patience
+				var got100 atomic.Bool
+				ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{Got100Continue: func() { got100.Store(true) }})
+				req, _ := http.NewRequestWithContext(ctx, "POST", h.base+"/upload", strings.NewReader("hello"))
+				req.Header.Set("Expect", "100-continue")
+				resp, err := h.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if !got100.Load() || resp.StatusCode != 201 || string(body) != "hello" {
+					t.Errorf("100 seen %v, final %d %q", got100.Load(), resp.StatusCode, body)
+				}
+			})
+		}
+	}
 }

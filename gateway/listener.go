@@ -25,6 +25,8 @@ type listener struct {
 	protos  atomic.Pointer[protoSet]
 	tls     atomic.Pointer[listenerTLS]
 	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
+	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
+	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 	handler http.Handler
 
@@ -84,11 +86,18 @@ func (e *ListenerError) Unwrap() error { return e.Err }
 // defaultAltSvcMaxAge is the Alt-Svc ma default (Caddy and Traefik use 24h).
 const defaultAltSvcMaxAge = 24 * time.Hour
 
-// configure stores what may change without rebinding: protocols, TLS and
-// the Alt-Svc value. port is the bound port.
+// configure stores what may change without rebinding: protocols, TLS, early
+// data and the Alt-Svc value. port is the bound port.
 func (l *listener) configure(lc ListenerConfig, p protoSet, port int) {
 	l.protos.Store(&p)
-	l.tls.Store(deriveTLS(lc.TLS, p))
+	lt := deriveTLS(lc.TLS, p)
+	// quic-go's http3 seals tickets with the keys of the configuration a
+	// handshake gets, which is new after each reload: borrow stable
+	// (auto-rotating) ones, so tickets, and so 0-RTT, survive a reload as
+	// they do on TCP (where crypto/tls uses the outer configuration's).
+	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
+	l.tls.Store(lt)
+	l.early.Store(lc.EarlyData)
 	if !p.h3 {
 		l.altSvc.Store(nil)
 		return
@@ -205,19 +214,69 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 	if !p.h3 && l.quic != nil {
 		q := l.quic
 		l.quic = nil
-		go func() { l.logDrain(q.shutdown(ctx, l)) }()
+		l.g.background(l.name, func() error { return q.shutdown(ctx, l) }, func() { q.close("shutting down") })
 	}
 	if !p.tcp() && l.tcp != nil {
 		t := l.tcp
 		l.tcp = nil
-		go func() { l.logDrain(t.shutdown(ctx)) }()
+		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
 	return nil
 }
 
-func (l *listener) logDrain(err error) {
-	if err != nil {
-		l.g.log.Warn("listener drain", "listener", l.name, "error", err)
+// drains are the ingresses a reload stopped, draining in the background:
+// Shutdown waits for them, Close cuts them short.
+type drains struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	next  int
+	force map[int]func()
+}
+
+// background runs drain (bounded by the context it was built with) on its
+// own goroutine; force is its forced stop.
+func (g *Gateway) background(name string, drain func() error, force func()) {
+	d := &g.drains
+	d.mu.Lock()
+	if d.force == nil {
+		d.force = map[int]func(){}
+	}
+	id := d.next
+	d.next++
+	d.force[id] = force
+	d.mu.Unlock()
+	d.wg.Go(func() {
+		if err := drain(); err != nil {
+			g.log.Warn("listener drain", "listener", name, "error", err)
+		}
+		d.mu.Lock()
+		delete(d.force, id)
+		d.mu.Unlock()
+	})
+}
+
+// forceAll cuts every background drain short.
+func (d *drains) forceAll() {
+	d.mu.Lock()
+	fs := make([]func(), 0, len(d.force))
+	for _, f := range d.force {
+		fs = append(fs, f)
+	}
+	d.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// wait waits for the background drains until ctx is done, then forces them.
+func (d *drains) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.forceAll()
+		<-done
 	}
 }
 
@@ -378,10 +437,11 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 	}
 	for name, l := range g.listeners {
 		if next[name] != l {
-			go func() { l.logDrain(l.shutdown(ctx)) }()
+			g.background(name, func() error { return l.shutdown(ctx) }, l.close)
 		}
 	}
 	g.listeners = next
+	g.setListenerTLS(lcs)
 	return nil
 }
 
@@ -444,4 +504,5 @@ func (g *Gateway) Close() {
 	g.shutdown = true
 	g.mu.Unlock()
 	closeAll(ls)
+	g.drains.forceAll()
 }

@@ -30,6 +30,8 @@ type quicIngress struct {
 	// and the end of their handshake (retry.go).
 	handshaking atomic.Int64
 	retried     atomic.Int64 // Initials answered with a Retry
+
+	tickets h3Tickets // session tickets carrying the HTTP/3 settings (h3tickets.go)
 }
 
 // startQUIC serves HTTP/3 on conn in the background, with the server
@@ -42,11 +44,18 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 	base := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return l.tls.Load().quic, nil
+			return q.tickets.config(l.tls.Load().quic, lim.MaxHeaderBytes), nil
 		},
 	}
 	q.server = &http3.Server{
-		Handler:        l.handler,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Before the handshake completes, a request can only have come
+			// in 0-RTT packets (1-RTT keys need the client's Finished).
+			if c, _ := r.Context().Value(quicConnKey{}).(*quic.Conn); c != nil && !handshakeDone(c) {
+				r = withEarlyData(r)
+			}
+			l.handler.ServeHTTP(w, r)
+		}),
 		MaxHeaderBytes: lim.MaxHeaderBytes,
 		// HTTP/3-level idleness: a client's PINGs keep the QUIC
 		// connection alive, not this.
@@ -60,17 +69,17 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 				q.conns.Delete(c)
 				g.metrics.connDelta(false, l.name, -1)
 			})
-			return ctx
+			return context.WithValue(ctx, quicConnKey{}, c)
 		},
 	}
 	q.tr = q.transport(conn, l.conns)
-	ln, err := q.tr.ListenEarly(http3.ConfigureTLSConfig(base), &quic.Config{
+	ln, err := q.tr.ListenEarly(http3.ConfigureTLSConfig(base), earlyDataSwitch(&quic.Config{
 		MaxIdleTimeout:        lim.IdleTimeout,
 		HandshakeIdleTimeout:  lim.ReadHeaderTimeout,
 		KeepAlivePeriod:       0,
 		MaxIncomingStreams:    int64(lim.MaxConcurrentStreams),
 		MaxIncomingUniStreams: 16,
-	})
+	}, &l.early))
 	if err != nil {
 		return nil, err
 	}
@@ -162,4 +171,35 @@ func (q *quicIngress) close(reason string) {
 	_ = q.server.Close()
 	_ = q.tr.Close()
 	_ = q.conn.Close()
+}
+
+// quicConnKey is the connection context key of a request's *quic.Conn.
+type quicConnKey struct{}
+
+func handshakeDone(c *quic.Conn) bool {
+	select {
+	case <-c.HandshakeComplete():
+		return true
+	default:
+		return false
+	}
+}
+
+// earlyDataSwitch returns base with a GetConfigForClient that gives each new
+// connection base with Allow0RTT set to on's value at that moment, so a
+// reload turns 0-RTT on or off without rebinding. With it off, session
+// tickets do not offer early data (quic-go sends them without
+// max_early_data_size) and 0-RTT in a resumption is refused; resumption
+// itself still works. base must not have GetConfigForClient.
+func earlyDataSwitch(base *quic.Config, on *atomic.Bool) *quic.Config {
+	off, early := base.Clone(), base.Clone()
+	off.Allow0RTT, early.Allow0RTT = false, true
+	sw := base.Clone()
+	sw.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
+		if on.Load() {
+			return early, nil
+		}
+		return off, nil
+	}
+	return sw
 }

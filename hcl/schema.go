@@ -73,9 +73,22 @@ type rawTLS struct {
 	InsecureSkipVerify *hcl2.Attribute `hcl:"insecure_skip_verify,optional"`
 }
 
-// rawListenerTLS is the server-side tls block of a listener: only the
-// certificate and its key.
+// rawListenerTLS is the server-side tls block of a listener: the default
+// certificate, more certificates chosen by SNI, the client policy.
 type rawListenerTLS struct {
+	DefRange hcl2.Range `hcl:",def_range"`
+
+	CertFile          *hcl2.Attribute `hcl:"cert_file,optional"`
+	KeyFile           *hcl2.Attribute `hcl:"key_file,optional"`
+	ClientAuth        *hcl2.Attribute `hcl:"client_auth,optional"`
+	ClientCAFile      *hcl2.Attribute `hcl:"client_ca_file,optional"`
+	ForwardClientCert *hcl2.Attribute `hcl:"forward_client_cert,optional"`
+
+	Certificates []*rawCertificate `hcl:"certificate,block"`
+}
+
+// rawCertificate is listener.tls.certificate (repeatable).
+type rawCertificate struct {
 	DefRange hcl2.Range `hcl:",def_range"`
 
 	CertFile *hcl2.Attribute `hcl:"cert_file,optional"`
@@ -132,6 +145,7 @@ type rawListener struct {
 	Protocols    *hcl2.Attribute `hcl:"protocols,optional"`
 	AltSvcPort   *hcl2.Attribute `hcl:"alt_svc_port,optional"`
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
+	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
 
 	TLSs    []*rawListenerTLS    `hcl:"tls,block"`
 	Limitss []*rawListenerLimits `hcl:"limits,block"` // limits.go

@@ -57,9 +57,17 @@ listener "public" {               # no default: at least one listener is require
   protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
   alt_svc_port    = 0             # advertised in Alt-Svc over TCP; 0 = the listener's port
   alt_svc_max_age = "24h"
+  early_data      = false         # 0-RTT on QUIC; unsafe methods in early data get 425 (README)
   tls {                           # required; both files must load as a matching pair
-    cert_file = "testdata/certs/cert.pem"
-    key_file  = "testdata/certs/key.pem"
+    cert_file           = "testdata/certs/cert.pem" # the default certificate: for a name no certificate block covers, or no SNI
+    key_file            = "testdata/certs/key.pem"
+    client_auth         = "none"  # none | request (a certificate sent must verify) | require (no handshake without one)
+    client_ca_file      = ""      # PEM CAs of client certificates; required unless client_auth = "none"
+    forward_client_cert = false   # send a verified client certificate to backends as X-Forwarded-Client-Cert
+    certificate {                 # not the default (none); repeatable; chosen by SNI from the DNS names of its SANs
+      cert_file = "testdata/certs/a.test.pem"
+      key_file  = "testdata/certs/a.test-key.pem"
+    }
   }
 }
 
