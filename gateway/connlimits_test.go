@@ -85,7 +85,8 @@ func TestLimitReadHeaderTimeout(t *testing.T) {
 }
 
 // TestLimitIdleTimeout: a connection without a request in flight closes
-// after idle_timeout, over every protocol.
+// after idle_timeout, over every protocol; on HTTP/2 that includes one
+// whose header block never ends (Go's server has no header timeout there).
 func TestLimitIdleTimeout(t *testing.T) {
 	lc := ListenerConfig{Limits: Limits{IdleTimeout: 300 * time.Millisecond}}
 	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
@@ -107,6 +108,20 @@ func TestLimitIdleTimeout(t *testing.T) {
 			t.Fatalf("request: %+v", res)
 		}
 		closedByPeer(t, c.c, "an idle HTTP/2 connection")
+
+		// A header block that never ends opens no stream: the connection
+		// is idle, and goes.
+		c = dialH2(t, h)
+		c.buf.Reset()
+		for _, f := range h2fields(":method", "GET", ":scheme", "https", ":authority", "localhost", ":path", "/") {
+			c.enc.WriteField(f)
+		}
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.buf.Bytes(), EndStream: true}); err != nil {
+			t.Fatal(err)
+		}
+		if res := c.await(1); !res.goAway && !res.closed {
+			t.Errorf("an unfinished HTTP/2 header block: %+v, want the connection ended", res)
+		}
 	})
 	t.Run(ProtocolH3, func(t *testing.T) {
 		h := startHarness(t, lc, ProtocolH3, up)
