@@ -210,7 +210,6 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 	if tcp != nil {
 		l.tcp = l.startTCP(tcp, lim)
 	}
-	l.warnFixedLimits(lim)
 	if !p.h3 && l.quic != nil {
 		q := l.quic
 		l.quic = nil
@@ -221,6 +220,7 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 		l.tcp = nil
 		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
+	l.warnFixedLimits(lim)
 	return nil
 }
 
