@@ -12,7 +12,10 @@ import (
 func TestH3TicketsKeepSettingsFor0RTT(t *testing.T) {
 	var saved *tls.SessionState
 	src := &tls.Config{
-		WrapSession:   func(_ tls.ConnectionState, ss *tls.SessionState) ([]byte, error) { saved = ss; return []byte("ticket"), nil },
+		WrapSession: func(_ tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+			saved = ss
+			return []byte("ticket"), nil
+		},
 		UnwrapSession: func([]byte, tls.ConnectionState) (*tls.SessionState, error) { return saved, nil },
 	}
 	issue := func(maxField int) {
