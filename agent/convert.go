@@ -38,6 +38,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		}
 		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
 		lc.EarlyData = l.EarlyData
+		lc.Limits = listenerLimits(l.Limits)
 		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
@@ -66,7 +67,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
-	}}
+	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy}
@@ -89,6 +90,15 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
 	}
 	return uc, nil
+}
+
+// listenerLimits converts listener.limits.
+func listenerLimits(l hcl.ListenerLimits) gateway.Limits {
+	return gateway.Limits{
+		MaxHeaderBytes: l.MaxHeaderBytes, MaxURIBytes: l.MaxURIBytes, MaxRequestBodyBytes: l.MaxRequestBodyBytes,
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ClientBodyTimeout: l.ClientBodyTimeout, IdleTimeout: l.IdleTimeout,
+		MaxConnections: l.MaxConnections, MaxConcurrentStreams: l.MaxConcurrentStreams,
+	}
 }
 
 // clientTLS builds the configuration for connections to HTTPS backends:

@@ -83,6 +83,9 @@ type ListenerConfig struct {
 	// otherwise (RFC 8470 §5). Go's TLS server has no early data, so TCP is
 	// unaffected. On Apply it applies to new connections.
 	EarlyData bool
+	// Limits are the listener's protocol limits; zero fields are defaults
+	// (see Limits).
+	Limits Limits
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of
@@ -99,6 +102,10 @@ type UpstreamConfig struct {
 	upstream.Config
 	Routes []RouteConfig
 	Static []upstream.Spec
+	// MaxRequestBodyBytes replaces the listener's Limits.MaxRequestBodyBytes
+	// for requests routed to this upstream, in bytes; 0 means the
+	// listener's. Apply switches it at once.
+	MaxRequestBodyBytes int64
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -140,6 +147,8 @@ type Gateway struct {
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
 	workers      *workers
+
+	limits atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.

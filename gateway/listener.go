@@ -32,6 +32,8 @@ type listener struct {
 
 	quic *quicIngress // nil when h3 is off
 	tcp  *tcpIngress  // nil when h1 and h2 are off
+
+	conns *connLimiter // max_connections, over both ingresses
 }
 
 // protoSet is the set of protocols a listener serves.
@@ -143,7 +145,8 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
 	}
-	l := &listener{name: lc.Name, addr: lc.Address, g: g}
+	lim := lc.Limits.resolved()
+	l := &listener{name: lc.Name, addr: lc.Address, g: g, conns: newConnLimiter(lim.MaxConnections)}
 	l.handler = l.counted(g.handlerFor(lc.Name))
 	udp, tcp, err := bindPair(lc.Address, p.h3, p.tcp())
 	if err != nil {
@@ -151,10 +154,16 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	}
 	l.configure(lc, p, boundPort(udp, tcp))
 	if udp != nil {
-		l.quic = l.startQUIC(udp)
+		if l.quic, err = l.startQUIC(udp, lim); err != nil {
+			udp.Close()
+			if tcp != nil {
+				tcp.Close()
+			}
+			return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		}
 	}
 	if tcp != nil {
-		l.tcp = l.startTCP(tcp)
+		l.tcp = l.startTCP(tcp, lim)
 	}
 	g.log.Info("listener started", "listener", lc.Name, "protocols", p.String(), "address", l.localAddr().String())
 	return l, nil
@@ -186,12 +195,20 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 			return &ListenerError{Name: l.name, Err: err}
 		}
 	}
+	lim := lc.Limits.resolved()
 	l.configure(lc, p, port)
+	l.conns.setMax(lim.MaxConnections)
 	if udp != nil {
-		l.quic = l.startQUIC(udp)
+		if l.quic, err = l.startQUIC(udp, lim); err != nil {
+			udp.Close()
+			if tcp != nil {
+				tcp.Close()
+			}
+			return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		}
 	}
 	if tcp != nil {
-		l.tcp = l.startTCP(tcp)
+		l.tcp = l.startTCP(tcp, lim)
 	}
 	if !p.h3 && l.quic != nil {
 		q := l.quic
@@ -203,6 +220,7 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 		l.tcp = nil
 		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
+	l.warnFixedLimits(lim)
 	return nil
 }
 
@@ -392,12 +410,17 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 		want[lc.Name] = lc
 	}
+	// The pipeline's limits are in place before a new listener serves its
+	// first request, and restored on failure.
+	prevLimits := g.limits.Load()
+	g.setListenerLimits(lcs)
 	var started []*listener
 	next := map[string]*listener{}
 	for _, lc := range lcs {
 		if l := g.listeners[lc.Name]; l != nil && l.addr == lc.Address {
 			if err := l.reconfigure(ctx, lc); err != nil {
 				closeAll(started)
+				g.limits.Store(prevLimits)
 				return err
 			}
 			next[lc.Name] = l
@@ -406,6 +429,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		l, err := g.startListener(lc)
 		if err != nil {
 			closeAll(started)
+			g.limits.Store(prevLimits)
 			return err
 		}
 		started = append(started, l)

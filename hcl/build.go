@@ -178,6 +178,8 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 			b.add(hcl2.DiagWarning, b.subject(r.EarlyData), "No effect", b.field(r.EarlyData.Name)+": early data is 0-RTT on QUIC, and this listener does not serve HTTP/3 (protocols has no \"h3\"); Go's TLS server over TCP does not accept early data.")
 		}
 
+		l.Limits = buildListenerLimits(b, r.Limits)
+
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
 		} else {

@@ -292,6 +292,8 @@ type Listener struct {
 	Range hcl2.Range
 	// AddressRange is the source range of address, for bind errors.
 	AddressRange hcl2.Range
+	// Limits is the limits block, defaulted (DefaultListenerLimits).
+	Limits ListenerLimits
 }
 
 // Upstream is an upstream "NAME" block: routes plus the backends they go to.
@@ -326,6 +328,8 @@ type Upstream struct {
 	Timeouts Timeouts
 	// Range is the upstream block's definition range (`upstream "NAME"`).
 	Range hcl2.Range
+	// Limits is the limits block (zero when absent).
+	Limits UpstreamLimits
 }
 
 // Route is upstream.route: which requests go to the upstream.

@@ -510,7 +510,10 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 74 || u.Routes[0].Range.Start.Line != 79 || u.Backends[0].Range.Start.Line != 85 {
+	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) {
+		t.Errorf("limits = %+v, %+v; want the defaults", l.Limits, u.Limits)
+	}
+	if u.Range.Start.Line != 84 || u.Routes[0].Range.Start.Line != 89 || u.Backends[0].Range.Start.Line != 95 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

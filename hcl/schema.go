@@ -147,9 +147,11 @@ type rawListener struct {
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
 	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
 
-	TLSs []*rawListenerTLS `hcl:"tls,block"`
+	TLSs    []*rawListenerTLS    `hcl:"tls,block"`
+	Limitss []*rawListenerLimits `hcl:"limits,block"` // limits.go
 
-	TLS *rawListenerTLS // set by collapse
+	TLS    *rawListenerTLS    // set by collapse
+	Limits *rawListenerLimits // set by collapse
 }
 
 // rawUpstream is an upstream "NAME" block.
@@ -168,6 +170,7 @@ type rawUpstream struct {
 	OutlierDetections []*rawOutlierDetection `hcl:"outlier_detection,block"`
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
+	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"` // limits.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -175,6 +178,7 @@ type rawUpstream struct {
 	OutlierDetection *rawOutlierDetection
 	TLS              *rawTLS
 	Timeouts         *rawTimeouts
+	Limits           *rawUpstreamLimits
 }
 
 // rawRoute is upstream.route.
@@ -263,6 +267,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	}
 	for _, l := range f.Listeners {
 		l.TLS = one(l.TLSs, fmt.Sprintf("listener %q", l.Name), "tls", diags)
+		l.Limits = one(l.Limitss, fmt.Sprintf("listener %q", l.Name), "limits", diags)
 	}
 	for _, u := range f.Upstreams {
 		path := fmt.Sprintf("upstream %q", u.Name)
@@ -271,6 +276,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		u.OutlierDetection = one(u.OutlierDetections, path, "outlier_detection", diags)
 		u.TLS = one(u.TLSs, path, "tls", diags)
 		u.Timeouts = one(u.Timeoutss, path, "timeouts", diags)
+		u.Limits = one(u.Limitss, path, "limits", diags)
 	}
 }
 
