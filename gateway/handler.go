@@ -200,14 +200,18 @@ func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstrea
 
 // finish answers with a gateway-produced error and records it.
 func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, status int, reason string) {
-	if status != transport.StatusClientClosed {
-		h := w.Header()
-		h["Content-Type"] = []string{"text/plain; charset=utf-8"}
-		h["X-Impulse-Error"] = []string{reason}
-		h["Cache-Control"] = []string{"no-store"}
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	if status == transport.StatusClientClosed {
+		// Nothing to answer, and nothing must look like an answer: on a
+		// TCP connection still open, returning would send an empty 200.
+		rec.record(up, b, status, reason)
+		panic(http.ErrAbortHandler)
 	}
+	h := w.Header()
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Impulse-Error"] = []string{reason}
+	h["Cache-Control"] = []string{"no-store"}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
 	rec.record(up, b, status, reason)
 }
 

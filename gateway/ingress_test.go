@@ -328,3 +328,37 @@ func TestB16ExpectContinueOverTCP(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadTurningH1OrH2OffClosesTheirConnections: a reload that keeps TCP
+// but drops h1 or h2 ends the open connections of the dropped protocol
+// after their next response (HTTP/2 GOAWAY, HTTP/1.1 Connection: close),
+// and new ones cannot negotiate it.
+func TestReloadTurningH1OrH2OffClosesTheirConnections(t *testing.T) {
+	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	for _, c := range []struct{ drop, keep string }{{ProtocolH2, ProtocolH1}, {ProtocolH1, ProtocolH2}} {
+		t.Run("drop "+c.drop, func(t *testing.T) {
+			h := newHarnessOver(t, c.drop, up)
+			resp := h.get("/")
+			io.Copy(io.Discard, resp.Body) // an HTTP/1.1 connection is reused only after its body was read
+			resp.Body.Close()
+			lc := ListenerConfig{Name: "test", Address: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}, Protocols: []string{c.keep, ProtocolH3}}
+			if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
+				t.Fatal(err)
+			}
+			// The open connection serves one more request, its last.
+			resp = h.get("/")
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || (c.drop == ProtocolH1 && !resp.Close) {
+				t.Fatalf("last request on the %s connection: %d, close %v", c.drop, resp.StatusCode, resp.Close)
+			}
+			eventually(t, 5*time.Second, func() bool {
+				resp, err := h.client.Get(h.base + "/")
+				if err == nil {
+					resp.Body.Close()
+				}
+				return err != nil
+			}, "the dropped protocol to be refused")
+		})
+	}
+}

@@ -44,6 +44,13 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 				// statement about this connection, caddyserver/caddy#4996).
 				w.Header()["Alt-Svc"] = *v
 			}
+			if p := l.protos.Load(); r.ProtoMajor == 1 && !p.h1 || r.ProtoMajor == 2 && !p.h2 {
+				// A reload turned this connection's protocol off: this is
+				// its last request. Go's HTTP/2 server turns "Connection:
+				// close" into a graceful GOAWAY; HTTP/1.1 closes after the
+				// response. Idle ones go at idle_timeout.
+				w.Header()["Connection"] = []string{"close"}
+			}
 			if !adaptH1(recorder{g: g, listener: l.name, r: r, start: time.Now()}, w, r) {
 				return
 			}

@@ -141,7 +141,7 @@ func TestB11ConnectionSpecificFields(t *testing.T) {
 // (name + value + 32 per field, RFC 9114 §4.2.2), equals the advertised
 // SETTINGS_MAX_FIELD_SECTION_SIZE, and over it the stream gets a 431 (RFC
 // 6585 §5) without contacting the backend; other streams are unaffected.
-// quic-go enforces it (http.DefaultMaxHeaderBytes, 1 MiB, by default).
+// quic-go enforces it (limits.max_header_bytes, 64 KiB by default).
 func TestB13HeaderSectionLimit(t *testing.T) {
 	var hits atomic.Int64
 	bothProtocols(t, func(w http.ResponseWriter, r *http.Request) {
@@ -151,8 +151,8 @@ func TestB13HeaderSectionLimit(t *testing.T) {
 		hits.Store(0)
 		// The limit the gateway advertises on its control stream.
 		limit := advertisedFieldSectionSize(t, dialRaw(t, h))
-		if limit != http.DefaultMaxHeaderBytes {
-			t.Fatalf("advertised SETTINGS_MAX_FIELD_SECTION_SIZE %d, want %d", limit, http.DefaultMaxHeaderBytes)
+		if limit != defaultMaxHeaderBytes {
+			t.Fatalf("advertised SETTINGS_MAX_FIELD_SECTION_SIZE %d, want %d", limit, defaultMaxHeaderBytes)
 		}
 		base := reqFields("GET", "/")
 		size := 0
