@@ -11,8 +11,10 @@ if [ -n "${CADDY_BIN:-}" ]; then
 fi
 CACHE="${IMPULSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/impulse-agent}"
 BIN="$CACHE/caddy-$VERSION"
+# `caddy version` says "unknown" for a `go install` build (no main-module
+# version is stamped), so the module line of `caddy build-info` is checked.
 # (No `| grep -q` here: with pipefail, grep closing the pipe early fails the check.)
-cached() { local out; [ -x "$BIN" ] && out=$("$BIN" version 2>/dev/null) && [[ $out == "${VERSION}"* ]]; }
+cached() { local out; [ -x "$BIN" ] && out=$("$BIN" build-info 2>/dev/null) && [[ $out == *"caddyserver/caddy/v2"$'\t'"${VERSION}"$'\t'* ]]; }
 if cached; then echo "$BIN"; exit 0; fi
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.build-caddy.lock"

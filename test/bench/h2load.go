@@ -136,9 +136,11 @@ func cpuAt(samples []cpuSample, t time.Time) (server, cli float64, ok bool) {
 }
 
 // h2loadResult turns one h2load run into a Result: the window is the
-// main duration d ending at the last response's end in the log; latency is
-// over the log's successful (2xx) rows, errors are its other rows by
-// status; CPU is interpolated from samples at the window's two ends.
+// main duration d ending at the last row's end in the log (the last
+// response, or the stop that cut the streams still open); latency is over
+// the log's successful (2xx) rows, errors are its other rows by status
+// except those cut off at the stop (status 0); CPU is interpolated from
+// samples at the window's two ends.
 func h2loadResult(rows []h2loadRow, sum h2loadSummary, d time.Duration, samples []cpuSample) Result {
 	res := Result{Errors: map[string]int64{}, ErrorSamples: map[string]string{}, Seconds: d.Seconds()}
 	var lat []time.Duration
@@ -148,6 +150,11 @@ func h2loadResult(rows []h2loadRow, sum h2loadSummary, d time.Duration, samples 
 		switch {
 		case r.status >= 200 && r.status < 300:
 			lat = append(lat, time.Duration(r.durUS)*time.Microsecond)
+		case r.status == 0:
+			// No response yet: an HTTP/2 stream still open when h2load
+			// ended the main duration (it closes the session with
+			// NO_ERROR, so the stream counts as "successful" without a
+			// status). Not an error, not a completed request.
 		case r.status < 0:
 			res.Errors["failed"]++
 			res.ErrorSamples["failed"] = "h2load: stream or connection failed (no status)"

@@ -102,6 +102,7 @@ func TestH2loadResult(t *testing.T) {
 		{us(time.Second), 503, 500},
 		{us(1500 * time.Millisecond), -1, 100},
 		{us(2*time.Second - 2000*time.Microsecond), 200, 2000}, // ends at 12 s
+		{us(2*time.Second - 1000*time.Microsecond), 0, 1000},   // cut off at the stop, at 12 s
 	}
 	var ss []cpuSample
 	for i := range 5 {

@@ -102,6 +102,22 @@ func binaryVersion(bin string, args ...string) string {
 	return ""
 }
 
+// caddyModuleVersion returns the version of the Caddy module in `caddy
+// build-info` ("mod github.com/caddyserver/caddy/v2 v2.11.9 h1:..."): a
+// `go install` build says "unknown" to `caddy version`.
+func caddyModuleVersion(bin string) string {
+	out, err := exec.Command(bin, "build-info").Output()
+	if err != nil {
+		return ""
+	}
+	for l := range strings.Lines(string(out)) {
+		if f := strings.Fields(l); len(f) >= 3 && f[1] == "github.com/caddyserver/caddy/v2" {
+			return strings.TrimPrefix(f[2], "v")
+		}
+	}
+	return ""
+}
+
 // labelVersions puts the versions of the proxies in their row labels:
 // "caddy 2.11.9 → h1".
 func (e *env) labelVersions() {
@@ -109,7 +125,11 @@ func (e *env) labelVersions() {
 		if bin == "" {
 			continue
 		}
-		if v := binaryVersion(bin, "version"); v != "" {
+		v := binaryVersion(bin, "version")
+		if v == "" && key != keyTraefik {
+			v = caddyModuleVersion(bin)
+		}
+		if v != "" {
 			name, rest, _ := strings.Cut(targetLabels[key], " ")
 			targetLabels[key] = name + " " + v + " " + rest
 		}
