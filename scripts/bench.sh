@@ -95,6 +95,7 @@ fi
 log "building the bench tool"
 "$GO" build -o "$dir/bench" ./test/bench
 base=${AGENT_BASE:-}
+base_name=base
 if [ -z "$base" ] && [ -n "${BASELINE:-}" ]; then
   rev=$(git rev-parse --verify "${BASELINE}^{commit}")
   log "building impulse-agent at $BASELINE ($(git log -1 --format='%h %s' "$rev")) as the baseline"
@@ -102,6 +103,7 @@ if [ -z "$base" ] && [ -n "${BASELINE:-}" ]; then
   git archive "$rev" | tar -x -C "$dir/base-src"
   (cd "$dir/base-src" && "$GO" build -o "$dir/impulse-agent-base" ./cmd/impulse-agent)
   base=$dir/impulse-agent-base
+  base_name=$(git rev-parse --short "$rev")
 fi
 
 args=(-agent "$agent")
@@ -115,7 +117,7 @@ args=(-agent "$agent")
 [ -n "${SHAPES:-}" ] && args+=(-shapes "$SHAPES")
 [ -n "${PERF:-}" ] && args+=(-perf "$PERF")
 [ -n "${PPROF:-}" ] && args+=(-pprof "$PPROF")
-[ -n "$base" ] && args+=(-agent-base "$base")
+[ -n "$base" ] && args+=(-agent-base "$base" -agent-base-name "$base_name")
 args+=(-caddy "$CADDY" -caddy-deb "$CADDY_DEB" -traefik "$TRAEFIK" -h2load "$H2LOAD")
 # shellcheck disable=SC2206 # BENCH_ARGS is split on purpose
 [ -n "${BENCH_ARGS:-}" ] && args+=(${BENCH_ARGS})

@@ -19,6 +19,7 @@ import (
 type harnessOpts struct {
 	agentBin     string
 	agentBaseBin string
+	agentBaseTag string
 	caddyBin     string
 	caddyDebBin  string
 	traefikBin   string
@@ -67,6 +68,7 @@ func runHarness(args []string) error {
 	fs.StringVar(&o.caddyDebBin, "caddy-deb", "none", "a second caddy binary, Debian's 2.6 (\"none\": no second row)")
 	fs.StringVar(&o.traefikBin, "traefik", "none", "traefik binary (\"none\": skip Traefik)")
 	fs.StringVar(&o.agentBaseBin, "agent-base", "", "a build of the previous commit of impulse-agent: an extra row in the HTTP/3 small GETs")
+	fs.StringVar(&o.agentBaseTag, "agent-base-name", "base", "the name of the -agent-base build in its row label (a commit)")
 	fs.StringVar(&o.h2loadBin, "h2load", "", "h2load binary for the TCP section (empty: from PATH; \"none\": skip the section)")
 	fs.IntVar(&o.runs, "runs", 5, "alternating runs per target and shape")
 	fs.DurationVar(&o.duration, "d", 3*time.Second, "measured time per run")
@@ -158,6 +160,7 @@ func newEnv(o *harnessOpts) (*env, error) {
 		if e.agentBaseBin, err = filepath.Abs(o.agentBaseBin); err != nil {
 			return nil, err
 		}
+		targetLabels[keyAgentBase] = "impulse-agent " + o.agentBaseTag + " → h1"
 	}
 	e.labelVersions()
 	if e.dir, err = os.MkdirTemp("", "impulse-bench-"); err != nil {
