@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,6 +50,7 @@ type running struct {
 	client *http.Client
 	logs   *syncBuffer
 	stop   func() error
+	roots  *x509.CertPool // trusts the listener certificate
 }
 
 // start runs an agent in-process on a config template; %[1]s and %[2]s are
@@ -88,7 +90,7 @@ func start(t *testing.T, config string) *running {
 		time.Sleep(5 * time.Millisecond)
 	}
 	tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"}}
-	r := &running{a: a, dir: dir, cfg: cfgFile, client: &http.Client{Transport: tr}, logs: logs}
+	r := &running{a: a, dir: dir, cfg: cfgFile, client: &http.Client{Transport: tr}, logs: logs, roots: cert.Pool}
 	var once sync.Once
 	var stopErr error
 	r.stop = func() error {
@@ -271,25 +273,25 @@ upstream "a" {
 	r.get(t, r.url("main", "/missing"))
 	_, body := r.control("GET", "/metrics", "")
 	for _, want := range []string{
-		`impulse_requests{code="2xx",listener="main",reason="",upstream="a"} 1`,
-		`impulse_requests{code="4xx",listener="main",reason="no_route",upstream=""} 1`,
-		`impulse_request_duration_count{code="2xx",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="2xx",le="+Inf",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="2xx",le="10000",listener="main",upstream="a"} 1`,
-		`impulse_request_duration_bucket{code="4xx",le="+Inf",listener="main",upstream=""} 1`,
+		`impulse_requests{code="2xx",listener="main",protocol="h3",reason="",upstream="a"} 1`,
+		`impulse_requests{code="4xx",listener="main",protocol="h3",reason="no_route",upstream=""} 1`,
+		`impulse_request_duration_count{code="2xx",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="+Inf",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="2xx",le="10000",listener="main",protocol="h3",upstream="a"} 1`,
+		`impulse_request_duration_bucket{code="4xx",le="+Inf",listener="main",protocol="h3",upstream=""} 1`,
 		`# TYPE impulse_request_duration_sum counter`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n"} {
+	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n", "\nimpulse_tcp_connections 0\n"} {
 		if strings.Contains(body, unlabelled) {
 			t.Errorf("metrics carry the unlabelled default series%q", unlabelled)
 		}
 	}
 	// Every bucket of a histogram exists, cumulative counts never decrease.
-	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",upstream="a"\} (\d+)$`)
+	re := regexp.MustCompile(`(?m)^impulse_request_duration_bucket\{code="2xx",le="([^"]+)",listener="main",protocol="h3",upstream="a"\} (\d+)$`)
 	m := re.FindAllStringSubmatch(body, -1)
 	if len(m) != 14 {
 		t.Fatalf("%d buckets for upstream a, want 14:\n%v", len(m), m)

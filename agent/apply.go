@@ -30,7 +30,11 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 		}
 		gc.Upstreams = append(gc.Upstreams, uc)
 	}
-	if err := a.gw.Apply(context.Background(), gc); err != nil {
+	// Listeners a reload removes, re-addresses or turns a protocol off on
+	// drain in the background for at most drain_timeout, as on SIGTERM.
+	drain, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	context.AfterFunc(drain, cancel)
+	if err := a.gw.Apply(drain, gc); err != nil {
 		if len(synth) == 0 {
 			return err
 		}
@@ -38,7 +42,7 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 		// is a bug; still, Consul content must never take the configured
 		// upstreams down with it.
 		a.log.Error("the gateway rejected the catalog upstreams; applying the configuration without them", "error", err)
-		if err := a.gw.Apply(context.Background(), base); err != nil {
+		if err := a.gw.Apply(drain, base); err != nil {
 			return err
 		}
 		merged, synth, rep = cfg, nil, catalogReport{}

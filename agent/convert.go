@@ -36,7 +36,8 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 			return gc, err
 		}
 		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
-			Name: l.Name, Address: l.Address,
+			Name: l.Name, Address: l.Address, Protocols: l.Protocols,
+			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge,
 			TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
 		})
 	}

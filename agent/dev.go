@@ -128,7 +128,8 @@ func (d *devEnv) announce(log hclog.Logger, addrs map[string]net.Addr) {
 	cwd, _ := os.Getwd()
 	target := dialable(addr)
 	log.Info("dev mode: try it", "command", fmt.Sprintf("%s probe -cacert %s https://%s/", selfCommand(exe, cwd), cert, target),
-		"curl", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, target))
+		"curl", fmt.Sprintf("curl --cacert %s https://%s/", cert, target),
+		"curl_http3", fmt.Sprintf("curl --http3-only --cacert %s https://%s/", cert, target))
 }
 
 // devCertNames are the names the -dev certificate covers: localhost, the

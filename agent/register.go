@@ -3,7 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -22,14 +22,15 @@ func (a *Agent) startRegistration(cfg *hcl.Config) (stop func(), err error) {
 		return nil, nil
 	}
 	r := cfg.Consul.Register
-	addr := a.gw.Addrs()[cfg.Listeners[0].Name]
-	udp, ok := addr.(*net.UDPAddr)
-	if !ok {
-		return nil, fmt.Errorf("agent: register: listener %q has no UDP address", cfg.Listeners[0].Name)
+	// The listener's UDP address, or its TCP one without h3: both share
+	// the port that is registered.
+	ap, err := netip.ParseAddrPort(a.gw.Addrs()[cfg.Listeners[0].Name].String())
+	if err != nil {
+		return nil, fmt.Errorf("agent: register: listener %q: %w", cfg.Listeners[0].Name, err)
 	}
 	advertise := r.Address
-	if advertise == "" && !udp.IP.IsUnspecified() {
-		advertise = udp.IP.String()
+	if advertise == "" && !ap.Addr().IsUnspecified() {
+		advertise = ap.Addr().Unmap().String()
 	}
 	host, _ := os.Hostname()
 	dc := discoveryConfig(cfg.Consul)
@@ -44,9 +45,9 @@ func (a *Agent) startRegistration(cfg *hcl.Config) (stop func(), err error) {
 		return nil, fmt.Errorf("agent: register: %w", err)
 	}
 	reg := discovery.Registration{
-		ID:      fmt.Sprintf("%s-%s-%d", r.Service, host, udp.Port),
-		Service: r.Service, Tags: r.Tags, Address: advertise, Port: udp.Port,
-		Meta: map[string]string{"protocol": "http3", "impulse-listener": cfg.Listeners[0].Name},
+		ID:      fmt.Sprintf("%s-%s-%d", r.Service, host, int(ap.Port())),
+		Service: r.Service, Tags: r.Tags, Address: advertise, Port: int(ap.Port()),
+		Meta: map[string]string{"protocols": strings.Join(cfg.Listeners[0].Protocols, ","), "impulse-listener": cfg.Listeners[0].Name},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

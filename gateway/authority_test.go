@@ -10,16 +10,18 @@ import (
 	"github.com/quic-go/qpack"
 )
 
-// requestsCounted is the request count of one metrics label set.
+// requestsCounted is the request count of one metrics label set, over
+// every protocol.
 func requestsCounted(g *Gateway, listener, upstream, code, reason string) uint64 {
-	v, ok := g.metrics.requests.Load(requestKey{listener, upstream, code, reason})
-	if !ok {
-		return 0
-	}
 	var n uint64
-	for i := range v.(*requestCount).buckets {
-		n += v.(*requestCount).buckets[i].Load()
-	}
+	g.metrics.requests.Range(func(k, v any) bool {
+		if key := k.(requestKey); key.listener == listener && key.upstream == upstream && key.code == code && key.reason == reason {
+			for i := range v.(*requestCount).buckets {
+				n += v.(*requestCount).buckets[i].Load()
+			}
+		}
+		return true
+	})
 	return n
 }
 

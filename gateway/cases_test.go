@@ -20,94 +20,98 @@ import (
 // whose backend resets after reading the body is a 502 and no other backend
 // sees it.
 func TestB23UnsafeRequestsAreNotReplayed(t *testing.T) {
-	var hits atomic.Int64
-	reset := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		io.Copy(io.Discard, r.Body)
-		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			c.Close()
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		var hits atomic.Int64
+		reset := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			io.Copy(io.Discard, r.Body)
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+		})
+		h := newHarnessOver(t, ingress, staticUpstream("u", "/", newH1Backend(t, reset), newH1Backend(t, reset)))
+		resp, err := h.client.Post(h.base+"/orders", "text/plain", strings.NewReader("order"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 502 || hits.Load() != 1 {
+			t.Fatalf("status %d after %d backend attempts; want 502 after exactly 1", resp.StatusCode, hits.Load())
 		}
 	})
-	h := newHarness(t, staticUpstream("u", "/", newH1Backend(t, reset), newH1Backend(t, reset)))
-	resp, err := h.client.Post(h.base+"/orders", "text/plain", strings.NewReader("order"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 502 || hits.Load() != 1 {
-		t.Fatalf("status %d after %d backend attempts; want 502 after exactly 1", resp.StatusCode, hits.Load())
-	}
 }
 
 // TestL03InFlightReturnsToZero: with least_request, requests canceled by the
 // client mid-response and requests failing at the backend leave every
 // backend's in-flight count at 0.
 func TestL03InFlightReturnsToZero(t *testing.T) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/fail":
-			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				c.Close()
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/fail":
+				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					c.Close()
+				}
+			case "/slow":
+				w.Write(make([]byte, 1024))
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			default:
+				io.WriteString(w, "ok")
 			}
-		case "/slow":
-			w.Write(make([]byte, 1024))
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
+		})
+		uc := staticUpstream("u", "/", newH1Backend(t, handler), newH1Backend(t, handler), newH1Backend(t, handler))
+		uc.LoadBalancing = "least_request"
+		h := newHarnessOver(t, ingress, uc)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i := 0; i < 300; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				path := []string{"/ok", "/fail", "/slow"}[i%3]
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, "GET", h.base+path, nil)
+				resp, err := h.client.Do(req)
+				if err != nil {
+					return
+				}
+				if path == "/slow" {
+					io.ReadFull(resp.Body, make([]byte, 512))
+					cancel() // client goes away mid-response
+				} else {
+					io.Copy(io.Discard, resp.Body)
+				}
+				resp.Body.Close()
+			}()
+		}
+		wg.Wait()
+		eventually(t, 5*time.Second, func() bool {
+			for _, b := range h.gw.Backends() {
+				if b.InFlight != 0 {
+					return false
+				}
 			}
-		default:
-			io.WriteString(w, "ok")
+			return true
+		}, "in-flight counts back to 0")
+		var total uint64
+		for _, b := range h.gw.Backends() {
+			if b.Requests == 0 {
+				t.Errorf("backend %s starved", b.ID)
+			}
+			total += b.Requests
+		}
+		if total != 300 {
+			out, _ := json.Marshal(h.gw.Backends())
+			t.Fatalf("%d requests reached backends, want 300: %s", total, out)
 		}
 	})
-	uc := staticUpstream("u", "/", newH1Backend(t, handler), newH1Backend(t, handler), newH1Backend(t, handler))
-	uc.LoadBalancing = "least_request"
-	h := newHarness(t, uc)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := 0; i < 300; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			path := []string{"/ok", "/fail", "/slow"}[i%3]
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", h.base+path, nil)
-			resp, err := h.client.Do(req)
-			if err != nil {
-				return
-			}
-			if path == "/slow" {
-				io.ReadFull(resp.Body, make([]byte, 512))
-				cancel() // client goes away mid-response
-			} else {
-				io.Copy(io.Discard, resp.Body)
-			}
-			resp.Body.Close()
-		}()
-	}
-	wg.Wait()
-	eventually(t, 5*time.Second, func() bool {
-		for _, b := range h.gw.Backends() {
-			if b.InFlight != 0 {
-				return false
-			}
-		}
-		return true
-	}, "in-flight counts back to 0")
-	var total uint64
-	for _, b := range h.gw.Backends() {
-		if b.Requests == 0 {
-			t.Errorf("backend %s starved", b.ID)
-		}
-		total += b.Requests
-	}
-	if total != 300 {
-		out, _ := json.Marshal(h.gw.Backends())
-		t.Fatalf("%d requests reached backends, want 300: %s", total, out)
-	}
 }
 
 // TestRemovedBackendConnectionsClose: once a backend leaves its upstream

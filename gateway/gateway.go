@@ -41,16 +41,39 @@ type Config struct {
 	Paths pathnorm.PathOptions
 }
 
-// ListenerConfig is one HTTP/3 listener.
+// ListenerConfig is one listener: HTTP/3 on a UDP socket and HTTP/1.1 and
+// HTTP/2 over TLS on a TCP socket, on the same address and port, every
+// protocol served by the same request pipeline.
 type ListenerConfig struct {
 	Name string
-	// Address is a UDP host:port; port 0 picks a free port (see Addrs).
+	// Address is host:port for both sockets; port 0 picks a port free for
+	// both UDP and TCP (see Addrs).
 	Address string
-	// TLS is the server configuration (TLS 1.3 is enforced by QUIC). On
-	// Apply, a listener whose name and address are unchanged keeps its
-	// socket and connections and switches to the new TLS for new handshakes.
+	// Protocols are the protocols served: ProtocolH1, ProtocolH2 and
+	// ProtocolH3 in any combination; empty means all three. On Apply a
+	// listener whose name and address are unchanged keeps its sockets and
+	// connections; a socket no protocol needs any more drains.
+	Protocols []string
+	// TLS is the server configuration. QUIC enforces TLS 1.3; the TCP side
+	// accepts TLS 1.2 and later (MinVersion is lowered for it). On Apply, a
+	// listener whose name and address are unchanged switches to the new TLS
+	// for new handshakes.
 	TLS *tls.Config
+	// AltSvcPort is the UDP port advertised in Alt-Svc over TCP (RFC 7838):
+	// a listener behind NAT or a port-mapping balancer advertises the port
+	// clients reach; 0 means the listener's own port.
+	AltSvcPort int
+	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
+	AltSvcMaxAge time.Duration
 }
+
+// Protocols a listener serves (ListenerConfig.Protocols), and the values of
+// the protocol label of the request metrics.
+const (
+	ProtocolH1 = "h1" // HTTP/1.1 over TLS (ALPN http/1.1, or none)
+	ProtocolH2 = "h2" // HTTP/2 over TLS (ALPN h2, RFC 9113 §3.2)
+	ProtocolH3 = "h3" // HTTP/3 over QUIC (ALPN h3, RFC 9114 §3.1)
+)
 
 // UpstreamConfig is one upstream: its routes, policy, transport settings and
 // static backends. Discovered backends arrive through SetDiscovered.
@@ -92,6 +115,8 @@ type Gateway struct {
 	// retired are upstreams a reload replaced or removed, kept while their
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
+
+	drains drains // ingresses a reload stopped, still draining
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
@@ -306,6 +331,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	g.drains.wait(ctx)
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,17 +18,33 @@ import (
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 )
 
-// harness is a running gateway on a loopback UDP port with an HTTP/3 client
-// that trusts its certificate.
+// harness is a running gateway on a loopback port (UDP and TCP) with a
+// client for one protocol that trusts its certificate.
 type harness struct {
 	t      *testing.T
 	gw     *Gateway
 	base   string
 	client *http.Client
-	tr     *http3.Transport
+	proto  string // ProtocolH1, ProtocolH2 or ProtocolH3: what client speaks
+	cert   *selfsigned.Cert
 }
 
+// newHarness is a gateway serving every protocol, with an HTTP/3 client.
 func newHarness(t *testing.T, ups ...UpstreamConfig) *harness {
+	t.Helper()
+	return newHarnessOver(t, ProtocolH3, ups...)
+}
+
+// newHarnessOver is a gateway serving every protocol, with a client for
+// proto.
+func newHarnessOver(t *testing.T, proto string, ups ...UpstreamConfig) *harness {
+	t.Helper()
+	return startHarness(t, ListenerConfig{}, proto, ups...)
+}
+
+// startHarness starts a gateway with listener lc (Name, Address and TLS
+// are filled in when empty) and a client for proto.
+func startHarness(t *testing.T, lc ListenerConfig, proto string, ups ...UpstreamConfig) *harness {
 	t.Helper()
 	cert, err := selfsigned.New("localhost", "127.0.0.1")
 	if err != nil {
@@ -37,19 +54,56 @@ func newHarness(t *testing.T, ups ...UpstreamConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := ListenerConfig{Name: "test", Address: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{cert.TLS}}}
+	if lc.Name == "" {
+		lc.Name = "test"
+	}
+	if lc.Address == "" {
+		lc.Address = "127.0.0.1:0"
+	}
+	if lc.TLS == nil {
+		lc.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+	}
 	if err := gw.Start(context.Background(), []ListenerConfig{lc}); err != nil {
 		t.Fatal(err)
 	}
-	tr := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"}}
-	h := &harness{t: t, gw: gw, base: "https://" + gw.Addrs()["test"].String(), client: &http.Client{Transport: tr}, tr: tr}
+	h := &harness{t: t, gw: gw, base: "https://" + gw.Addrs()[lc.Name].String(), proto: proto, cert: cert}
+	h.client = &http.Client{Transport: clientTransport(proto, &tls.Config{RootCAs: cert.Pool, ServerName: "localhost"})}
 	t.Cleanup(func() {
-		_ = tr.Close() // a test that left a body open must not stall the drain
+		h.client.CloseIdleConnections() // a test that left a body open must not stall the drain
+		if c, ok := h.client.Transport.(io.Closer); ok {
+			_ = c.Close()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = gw.Shutdown(ctx)
 	})
 	return h
+}
+
+// clientTransport is a client transport that speaks only proto.
+func clientTransport(proto string, tc *tls.Config) http.RoundTripper {
+	switch proto {
+	case ProtocolH3:
+		return &http3.Transport{TLSClientConfig: tc}
+	case ProtocolH2:
+		tr := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP2(true)
+		return tr
+	default:
+		tr := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+		tr.Protocols.SetHTTP1(true)
+		return tr
+	}
+}
+
+// protocols are the ingress protocols every pipeline test runs over.
+var protocols = []string{ProtocolH1, ProtocolH2, ProtocolH3}
+
+// forEachProtocol runs f as a subtest per ingress protocol.
+func forEachProtocol(t *testing.T, f func(t *testing.T, proto string)) {
+	for _, p := range protocols {
+		t.Run(p, func(t *testing.T) { f(t, p) })
+	}
 }
 
 func (h *harness) get(path string) *http.Response {

@@ -187,12 +187,23 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 	if b != nil {
 		backendID = b.ID
 	}
-	g.metrics.request(rec.listener, upName, status, reason, elapsed)
+	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
 	if g.log.IsDebug() {
 		g.log.Debug("request", "method", r.Method, "host", r.Host, "path", r.URL.Path,
 			"status", status, "reason", reason, "upstream", upName, "backend", backendID,
 			"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
 	}
+}
+
+// protocolOf is the protocol label of r: h1, h2 or h3.
+func protocolOf(r *http.Request) string {
+	switch r.ProtoMajor {
+	case 3:
+		return ProtocolH3
+	case 2:
+		return ProtocolH2
+	}
+	return ProtocolH1
 }
 
 var statusClasses = [...]string{"", "1xx", "2xx", "3xx", "4xx", "5xx"}

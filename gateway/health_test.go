@@ -38,47 +38,49 @@ func newFlappy(t *testing.T, name string) *flappy {
 // TestB26NoHealthyBackendIs503: every backend failing its active check gives
 // 503 no_healthy_backend; recovery brings traffic back.
 func TestB26NoHealthyBackendIs503(t *testing.T) {
-	a, b := newFlappy(t, "a"), newFlappy(t, "b")
-	uc := staticUpstream("web", "/", a.Server, b.Server)
-	uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
-		HealthyThreshold: 1, UnhealthyThreshold: 2, UnknownIsHealthy: true}
-	h := newHarness(t, uc)
-	resp := h.get("/")
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("healthy: %d", resp.StatusCode)
-	}
-	a.healthy.Store(false)
-	b.healthy.Store(false)
-	eventually(t, 5*time.Second, func() bool {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		uc := staticUpstream("web", "/", a.Server, b.Server)
+		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
+			HealthyThreshold: 1, UnhealthyThreshold: 2, UnknownIsHealthy: true}
+		h := newHarnessOver(t, ingress, uc)
+		resp := h.get("/")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("healthy: %d", resp.StatusCode)
+		}
+		a.healthy.Store(false)
+		b.healthy.Store(false)
+		eventually(t, 5*time.Second, func() bool {
+			for _, bi := range h.gw.Backends() {
+				if bi.Eligible {
+					return false
+				}
+			}
+			return true
+		}, "both backends unhealthy")
+		before := a.hits.Load() + b.hits.Load()
+		resp = h.get("/")
+		resp.Body.Close()
+		if resp.StatusCode != 503 || resp.Header.Get("X-Impulse-Error") != "no_healthy_backend" {
+			t.Fatalf("got %d %q, want 503 no_healthy_backend", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+		}
+		if a.hits.Load()+b.hits.Load() != before {
+			t.Fatal("an unhealthy backend received traffic")
+		}
 		for _, bi := range h.gw.Backends() {
-			if bi.Eligible {
-				return false
+			if bi.Health != "unhealthy" || bi.HealthReason != "status 503" {
+				t.Fatalf("snapshot %+v", bi)
 			}
 		}
-		return true
-	}, "both backends unhealthy")
-	before := a.hits.Load() + b.hits.Load()
-	resp = h.get("/")
-	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("X-Impulse-Error") != "no_healthy_backend" {
-		t.Fatalf("got %d %q, want 503 no_healthy_backend", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
-	}
-	if a.hits.Load()+b.hits.Load() != before {
-		t.Fatal("an unhealthy backend received traffic")
-	}
-	for _, bi := range h.gw.Backends() {
-		if bi.Health != "unhealthy" || bi.HealthReason != "status 503" {
-			t.Fatalf("snapshot %+v", bi)
-		}
-	}
-	b.healthy.Store(true)
-	eventually(t, 5*time.Second, func() bool {
-		resp := h.get("/")
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == 200 && string(body) == "b"
-	}, "traffic back on the recovered backend")
+		b.healthy.Store(true)
+		eventually(t, 5*time.Second, func() bool {
+			resp := h.get("/")
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode == 200 && string(body) == "b"
+		}, "traffic back on the recovered backend")
+	})
 }
 
 // TestPassiveEjectionBoundsErrors: one of three backends dies under load;
@@ -86,38 +88,40 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 // is ejected. (Its return after the ejection time is tested with a fake
 // clock in gateway/health.)
 func TestPassiveEjectionBoundsErrors(t *testing.T) {
-	a, b := newFlappy(t, "a"), newFlappy(t, "b")
-	var dead atomic.Bool
-	var cHits atomic.Int64
-	c := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if dead.Load() {
-			w.WriteHeader(503)
-			return
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		var dead atomic.Bool
+		var cHits atomic.Int64
+		c := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if dead.Load() {
+				w.WriteHeader(503)
+				return
+			}
+			cHits.Add(1)
+			io.WriteString(w, "c")
+		}))
+		uc := staticUpstream("web", "/", a.Server, b.Server, c)
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Minute, MaxEjectionPercent: 50}
+		h := newHarnessOver(t, ingress, uc)
+		dead.Store(true)
+		errors := 0
+		for i := 0; i < 60; i++ {
+			resp := h.get("/")
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errors++
+			}
 		}
-		cHits.Add(1)
-		io.WriteString(w, "c")
-	}))
-	uc := staticUpstream("web", "/", a.Server, b.Server, c)
-	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Minute, MaxEjectionPercent: 50}
-	h := newHarness(t, uc)
-	dead.Store(true)
-	errors := 0
-	for i := 0; i < 60; i++ {
-		resp := h.get("/")
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			errors++
+		if errors != 3 {
+			t.Fatalf("%d failed requests, want exactly consecutive_failures = 3", errors)
 		}
-	}
-	if errors != 3 {
-		t.Fatalf("%d failed requests, want exactly consecutive_failures = 3", errors)
-	}
-	for _, bi := range h.gw.Backends() {
-		if bi.ID == "2" && (!bi.Ejected || bi.Eligible) {
-			t.Fatalf("backend c not reported ejected: %+v", bi)
+		for _, bi := range h.gw.Backends() {
+			if bi.ID == "2" && (!bi.Ejected || bi.Eligible) {
+				t.Fatalf("backend c not reported ejected: %+v", bi)
+			}
 		}
-	}
+	})
 }
 
 // TestActiveCheckPathWithQuery: a health_check path with a query reaches the
@@ -195,40 +199,42 @@ func TestBackendsReportDraining(t *testing.T) {
 // policy) keeps a backend that active checks found down out of rotation,
 // instead of starting it over as "unknown" and eligible.
 func TestReloadKeepsBackendHealth(t *testing.T) {
-	up := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	down := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	down.Close() // connection refused from now on
-	uc := staticUpstream("web", "/", up, down)
-	uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
-		HealthyThreshold: 1, UnhealthyThreshold: 1, UnknownIsHealthy: true}
-	h := newHarness(t, uc)
-	report := func() map[string]BackendInfo {
-		out := map[string]BackendInfo{}
-		for _, b := range h.gw.Backends() {
-			out[b.ID] = b
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		up := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		down := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		down.Close() // connection refused from now on
+		uc := staticUpstream("web", "/", up, down)
+		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
+			HealthyThreshold: 1, UnhealthyThreshold: 1, UnknownIsHealthy: true}
+		h := newHarnessOver(t, ingress, uc)
+		report := func() map[string]BackendInfo {
+			out := map[string]BackendInfo{}
+			for _, b := range h.gw.Backends() {
+				out[b.ID] = b
+			}
+			return out
 		}
-		return out
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for report()["1"].Health != "unhealthy" || report()["0"].Health != "healthy" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the down backend never became unhealthy: %+v", report())
+		deadline := time.Now().Add(5 * time.Second)
+		for report()["1"].Health != "unhealthy" || report()["0"].Health != "healthy" {
+			if time.Now().After(deadline) {
+				t.Fatalf("the down backend never became unhealthy: %+v", report())
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	// Another policy, and checks so rare that none runs during the test:
-	// what the report says after the reload is what was inherited.
-	uc.LoadBalancing = "random"
-	active := *uc.Active
-	active.Interval = time.Hour
-	uc.Active = &active
-	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{uc}}); err != nil {
-		t.Fatal(err)
-	}
-	if b := report()["1"]; b.Health != "unhealthy" || b.Eligible {
-		t.Fatalf("after the reload the down backend is %s, eligible %v", b.Health, b.Eligible)
-	}
-	if b := report()["0"]; b.Health != "healthy" || !b.Eligible {
-		t.Fatalf("after the reload the live backend is %s, eligible %v", b.Health, b.Eligible)
-	}
+		// Another policy, and checks so rare that none runs during the test:
+		// what the report says after the reload is what was inherited.
+		uc.LoadBalancing = "random"
+		active := *uc.Active
+		active.Interval = time.Hour
+		uc.Active = &active
+		if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{uc}}); err != nil {
+			t.Fatal(err)
+		}
+		if b := report()["1"]; b.Health != "unhealthy" || b.Eligible {
+			t.Fatalf("after the reload the down backend is %s, eligible %v", b.Health, b.Eligible)
+		}
+		if b := report()["0"]; b.Health != "healthy" || !b.Eligible {
+			t.Fatalf("after the reload the live backend is %s, eligible %v", b.Health, b.Eligible)
+		}
+	})
 }

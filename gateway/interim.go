@@ -69,7 +69,11 @@ type interim struct {
 func withInterim(w http.ResponseWriter, r *http.Request) (context.Context, *interim) {
 	iw := &interim{w: w}
 	iw.trace.Got1xxResponse = iw.got1xx
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
+	// Go's HTTP/1.1 and HTTP/2 servers answer the expectation themselves:
+	// they send the 100 when the body is first read, which is when the
+	// transport asks for it (a relayed 100 replaces theirs). Only quic-go
+	// leaves it to the handler.
+	if r.ProtoMajor == 3 && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && expectsContinue(r.Header) {
 		iw.trace.WroteHeaders = iw.wroteHeaders // only an Expect request needs it: one allocation less
 		iw.answered = make(chan struct{})
 		r.Body = &continueBody{ReadCloser: r.Body, iw: iw, closed: make(chan struct{})}
@@ -107,6 +111,8 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 		iw.sent100 = true
 	}
 	dst := iw.w.Header()
+	altSvc, hasAltSvc := dst["Alt-Svc"] // the TCP ingress's own, for the final response
+	clear(dst)
 	for k, v := range h {
 		dst[k] = v
 	}
@@ -114,8 +120,12 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 	// A 1xx has no content: Content-Length is forbidden there
 	// (RFC 9110 §8.6) and strict clients reset the stream on it.
 	delete(dst, "Content-Length")
+	delete(dst, "Alt-Svc")
 	iw.w.WriteHeader(code)
 	clear(dst) // the final response starts from an empty header
+	if hasAltSvc {
+		dst["Alt-Svc"] = altSvc
+	}
 	return nil
 }
 

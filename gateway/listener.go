@@ -7,30 +7,68 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
-
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 )
 
-// listener is one HTTP/3 listener: a UDP socket owned by the gateway and the
-// http3.Server that serves it.
+// listener is one configured listener: an HTTP/3 ingress on a UDP socket
+// and an HTTP/1.1 + HTTP/2 ingress on a TCP socket with the same port,
+// either of which may be absent. Both hand requests to the same handler.
 type listener struct {
-	name   string
-	addr   string // as configured
-	conn   net.PacketConn
-	server *http3.Server
-	tls    atomic.Pointer[tls.Config]
-	done   chan struct{} // closed when Serve returns
-	conns  sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
-	active atomic.Int64  // requests being handled
+	name string
+	addr string // as configured
+	g    *Gateway
+
+	protos  atomic.Pointer[protoSet]
+	tls     atomic.Pointer[listenerTLS]
+	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
+	active  atomic.Int64             // requests being handled, over every protocol
+	handler http.Handler
+
+	quic *quicIngress // nil when h3 is off
+	tcp  *tcpIngress  // nil when h1 and h2 are off
 }
 
-// ListenerError is a listener whose UDP socket could not be bound (address
-// in use, cannot assign the address, permission denied): Name is its
-// ListenerConfig.Name, Err the *net.OpError.
+// protoSet is the set of protocols a listener serves.
+type protoSet struct{ h1, h2, h3 bool }
+
+func (p protoSet) tcp() bool { return p.h1 || p.h2 }
+
+// parseProtocols turns ListenerConfig.Protocols into a set. Errors: an
+// unknown name.
+func parseProtocols(names []string) (protoSet, error) {
+	if len(names) == 0 {
+		return protoSet{true, true, true}, nil
+	}
+	var p protoSet
+	for _, n := range names {
+		switch n {
+		case ProtocolH1:
+			p.h1 = true
+		case ProtocolH2:
+			p.h2 = true
+		case ProtocolH3:
+			p.h3 = true
+		default:
+			return p, fmt.Errorf("unknown protocol %q (want h1, h2 or h3)", n)
+		}
+	}
+	return p, nil
+}
+
+// listenerTLS holds the configurations derived from ListenerConfig.TLS for
+// each ingress, built once per Apply rather than per handshake.
+type listenerTLS struct {
+	quic *tls.Config // ALPN h3
+	tcp  *tls.Config // ALPN h2 and/or http/1.1, TLS 1.2+
+}
+
+// ListenerError is a listener whose UDP or TCP socket could not be bound
+// (address in use, cannot assign the address, permission denied): Name is
+// its ListenerConfig.Name, Err the *net.OpError.
 type ListenerError struct {
 	Name string
 	Err  error
@@ -41,86 +79,280 @@ func (e *ListenerError) Error() string { return fmt.Sprintf("gateway: listener %
 // Unwrap returns the bind error.
 func (e *ListenerError) Unwrap() error { return e.Err }
 
-// startListener binds the UDP socket synchronously (so bind errors surface
-// here) and serves it in the background.
+// defaultAltSvcMaxAge is the Alt-Svc ma default (Caddy and Traefik use 24h).
+const defaultAltSvcMaxAge = 24 * time.Hour
+
+// configure stores what may change without rebinding: protocols, TLS and
+// the Alt-Svc value. port is the bound port.
+func (l *listener) configure(lc ListenerConfig, p protoSet, port int) {
+	l.protos.Store(&p)
+	l.tls.Store(deriveTLS(lc.TLS, p))
+	if !p.h3 {
+		l.altSvc.Store(nil)
+		return
+	}
+	if lc.AltSvcPort > 0 {
+		port = lc.AltSvcPort
+	}
+	age := lc.AltSvcMaxAge
+	if age <= 0 {
+		age = defaultAltSvcMaxAge
+	}
+	v := []string{`h3=":` + strconv.Itoa(port) + `"; ma=` + strconv.FormatInt(int64(age/time.Second), 10)}
+	l.altSvc.Store(&v)
+}
+
+// deriveTLS builds the per-ingress configurations from the configured one.
+// Client authentication, certificates and GetCertificate carry over to
+// both, so QUIC and TCP admit exactly the same clients.
+func deriveTLS(base *tls.Config, p protoSet) *listenerTLS {
+	q := base.Clone()
+	q.NextProtos = []string{"h3"}
+	q.MinVersion = tls.VersionTLS13
+	t := base.Clone()
+	t.NextProtos = nil
+	if p.h2 {
+		t.NextProtos = append(t.NextProtos, "h2")
+	}
+	if p.h1 {
+		t.NextProtos = append(t.NextProtos, "http/1.1")
+	}
+	t.MinVersion = tls.VersionTLS12
+	if base.MinVersion > tls.VersionTLS12 && base.MinVersion != tls.VersionTLS13 {
+		t.MinVersion = base.MinVersion
+	}
+	return &listenerTLS{quic: q, tcp: t}
+}
+
+// startListener binds the sockets synchronously (so bind errors surface
+// here) and serves them in the background.
 func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	if lc.TLS == nil {
 		return nil, fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
 	}
-	conn, err := net.ListenPacket("udp", lc.Address)
+	p, err := parseProtocols(lc.Protocols)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+	}
+	l := &listener{name: lc.Name, addr: lc.Address, g: g}
+	l.handler = l.counted(g.handlerFor(lc.Name))
+	udp, tcp, err := bindPair(lc.Address, p.h3, p.tcp())
 	if err != nil {
 		return nil, &ListenerError{Name: lc.Name, Err: err}
 	}
-	l := &listener{name: lc.Name, addr: lc.Address, conn: conn, done: make(chan struct{})}
-	l.tls.Store(lc.TLS)
-	g.metrics.connDelta(lc.Name, 0) // the listener's series exists from the start
-	// Certificates can change on reload without rebinding: each handshake
-	// reads the current configuration.
-	base := &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return http3.ConfigureTLSConfig(l.tls.Load()), nil
-		},
+	l.configure(lc, p, boundPort(udp, tcp))
+	if udp != nil {
+		l.quic = l.startQUIC(udp)
 	}
-	l.server = &http3.Server{
-		Handler:   l.counted(g.handlerFor(lc.Name)),
-		TLSConfig: base,
-		QUICConfig: &quic.Config{
-			MaxIdleTimeout:        30 * time.Second,
-			KeepAlivePeriod:       0,
-			MaxIncomingStreams:    256,
-			MaxIncomingUniStreams: 16,
-		},
-		Logger: g.qlog,
-		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
-			g.metrics.connOpened(lc.Name)
-			l.conns.Store(c, struct{}{})
-			context.AfterFunc(c.Context(), func() {
-				l.conns.Delete(c)
-				g.metrics.connClosed(lc.Name)
-			})
-			return ctx
-		},
+	if tcp != nil {
+		l.tcp = l.startTCP(tcp)
 	}
-	go func() {
-		defer close(l.done)
-		if err := l.server.Serve(conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			g.log.Error("listener stopped", "listener", lc.Name, "error", err)
-		}
-	}()
-	g.log.Info("listener started", "listener", lc.Name, "protocol", "http3", "address", conn.LocalAddr().String())
+	g.log.Info("listener started", "listener", lc.Name, "protocols", p.String(), "address", l.localAddr().String())
 	return l, nil
 }
 
-// shutdown sends GOAWAY, waits for in-flight requests until ctx is done,
-// then closes the remaining connections and the socket.
-func (l *listener) shutdown(ctx context.Context) error {
-	// Out of time, tell the clients their requests were cut (RFC 9114 §8.1)
-	// before quic-go's own close would report H3_NO_ERROR.
-	inner, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, func() {
-		l.closeConns("drain_timeout reached")
-		cancel()
-	})
-	quiet := make(chan struct{})
-	go l.closeWhenQuiet(inner, quiet)
-	err := l.server.Shutdown(inner)
-	close(quiet)
-	stop()
-	cancel()
+// reconfigure applies lc to a running listener with the same address:
+// sockets are bound for protocols turned on and drained (bounded by ctx)
+// for protocols turned off; connections that stay keep running.
+func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
+	p, err := parseProtocols(lc.Protocols)
 	if err != nil {
-		err = ctx.Err()
+		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
 	}
-	_ = l.server.Close()
-	cerr := l.conn.Close()
-	<-l.done
-	if err != nil {
-		return fmt.Errorf("gateway: listener %q: %w", l.name, err)
+	host, _, _ := net.SplitHostPort(l.addr)
+	port := boundPort(l.sockets())
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	var udp net.PacketConn
+	var tcp net.Listener
+	if p.h3 && l.quic == nil {
+		if udp, err = net.ListenPacket("udp", addr); err != nil {
+			return &ListenerError{Name: l.name, Err: err}
+		}
 	}
-	if cerr != nil && !errors.Is(cerr, net.ErrClosed) {
-		return fmt.Errorf("gateway: listener %q: %w", l.name, cerr)
+	if p.tcp() && l.tcp == nil {
+		if tcp, err = net.Listen("tcp", addr); err != nil {
+			if udp != nil {
+				udp.Close()
+			}
+			return &ListenerError{Name: l.name, Err: err}
+		}
+	}
+	l.configure(lc, p, port)
+	if udp != nil {
+		l.quic = l.startQUIC(udp)
+	}
+	if tcp != nil {
+		l.tcp = l.startTCP(tcp)
+	}
+	if !p.h3 && l.quic != nil {
+		q := l.quic
+		l.quic = nil
+		l.g.background(l.name, func() error { return q.shutdown(ctx, l) }, func() { q.close("shutting down") })
+	}
+	if !p.tcp() && l.tcp != nil {
+		t := l.tcp
+		l.tcp = nil
+		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
 	return nil
+}
+
+// drains are the ingresses a reload stopped, draining in the background:
+// Shutdown waits for them, Close cuts them short.
+type drains struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	next  int
+	force map[int]func()
+}
+
+// background runs drain (bounded by the context it was built with) on its
+// own goroutine; force is its forced stop.
+func (g *Gateway) background(name string, drain func() error, force func()) {
+	d := &g.drains
+	d.mu.Lock()
+	if d.force == nil {
+		d.force = map[int]func(){}
+	}
+	id := d.next
+	d.next++
+	d.force[id] = force
+	d.mu.Unlock()
+	d.wg.Go(func() {
+		if err := drain(); err != nil {
+			g.log.Warn("listener drain", "listener", name, "error", err)
+		}
+		d.mu.Lock()
+		delete(d.force, id)
+		d.mu.Unlock()
+	})
+}
+
+// forceAll cuts every background drain short.
+func (d *drains) forceAll() {
+	d.mu.Lock()
+	fs := make([]func(), 0, len(d.force))
+	for _, f := range d.force {
+		fs = append(fs, f)
+	}
+	d.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// wait waits for the background drains until ctx is done, then forces them.
+func (d *drains) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.forceAll()
+		<-done
+	}
+}
+
+func (l *listener) sockets() (net.PacketConn, net.Listener) {
+	var udp net.PacketConn
+	var tcp net.Listener
+	if l.quic != nil {
+		udp = l.quic.conn
+	}
+	if l.tcp != nil {
+		tcp = l.tcp.ln
+	}
+	return udp, tcp
+}
+
+// localAddr is the bound UDP address, or the TCP one when h3 is off.
+func (l *listener) localAddr() net.Addr {
+	if l.quic != nil {
+		return l.quic.conn.LocalAddr()
+	}
+	return l.tcp.ln.Addr()
+}
+
+func boundPort(udp net.PacketConn, tcp net.Listener) int {
+	if udp != nil {
+		return udp.LocalAddr().(*net.UDPAddr).Port
+	}
+	return tcp.Addr().(*net.TCPAddr).Port
+}
+
+// bindPair binds a UDP and/or a TCP socket on addr. With port 0 both get
+// the same free port: the UDP one is chosen first, and the pair is retried
+// when its TCP twin is taken.
+func bindPair(addr string, wantUDP, wantTCP bool) (net.PacketConn, net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, &net.OpError{Op: "listen", Net: "udp", Err: err}
+	}
+	for attempt := 0; ; attempt++ {
+		var udp net.PacketConn
+		bindAddr := addr
+		if wantUDP {
+			if udp, err = net.ListenPacket("udp", addr); err != nil {
+				return nil, nil, err
+			}
+			bindAddr = net.JoinHostPort(host, strconv.Itoa(udp.LocalAddr().(*net.UDPAddr).Port))
+		}
+		if !wantTCP {
+			return udp, nil, nil
+		}
+		tcp, err := net.Listen("tcp", bindAddr)
+		if err == nil {
+			return udp, tcp, nil
+		}
+		if udp != nil {
+			udp.Close()
+		}
+		if port != "0" || !errors.Is(err, syscall.EADDRINUSE) || attempt == 20 {
+			return nil, nil, err
+		}
+	}
+}
+
+// names lists the protocols in the order h1, h2, h3.
+func (p protoSet) names() []string {
+	var s []string
+	for _, on := range [...]struct {
+		b bool
+		n string
+	}{{p.h1, ProtocolH1}, {p.h2, ProtocolH2}, {p.h3, ProtocolH3}} {
+		if on.b {
+			s = append(s, on.n)
+		}
+	}
+	return s
+}
+
+func (p protoSet) String() string { return fmt.Sprint(p.names()) }
+
+// shutdown drains both ingresses: GOAWAY on HTTP/3 and HTTP/2,
+// "Connection: close" on HTTP/1.1; in-flight requests run until ctx is
+// done, then the remaining connections and the sockets close.
+func (l *listener) shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var qerr, terr error
+	if q := l.quic; q != nil {
+		wg.Go(func() { qerr = q.shutdown(ctx, l) })
+	}
+	if t := l.tcp; t != nil {
+		wg.Go(func() { terr = t.shutdown(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(qerr, terr)
+}
+
+// close stops both ingresses at once (the forced stop).
+func (l *listener) close() {
+	if l.quic != nil {
+		l.quic.close("shutting down")
+	}
+	if l.tcp != nil {
+		l.tcp.close()
+	}
 }
 
 // Start binds every listener of cfg that is not running yet. It is the first
@@ -134,7 +366,7 @@ func (g *Gateway) Start(ctx context.Context, listeners []ListenerConfig) error {
 	return g.applyListenersLocked(ctx, listeners)
 }
 
-// applyListenersLocked starts new listeners, re-keys unchanged ones and
+// applyListenersLocked starts new listeners, reconfigures unchanged ones and
 // stops removed or re-addressed ones (those drain in the background, bounded
 // by ctx). On a bind error the listeners started by this call are closed.
 func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig) error {
@@ -143,22 +375,28 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		if _, dup := want[lc.Name]; dup {
 			return fmt.Errorf("gateway: duplicate listener %q", lc.Name)
 		}
+		if _, err := parseProtocols(lc.Protocols); err != nil {
+			return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		}
+		if lc.TLS == nil {
+			return fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
+		}
 		want[lc.Name] = lc
 	}
 	var started []*listener
 	next := map[string]*listener{}
 	for _, lc := range lcs {
 		if l := g.listeners[lc.Name]; l != nil && l.addr == lc.Address {
-			l.tls.Store(lc.TLS)
+			if err := l.reconfigure(ctx, lc); err != nil {
+				closeAll(started)
+				return err
+			}
 			next[lc.Name] = l
 			continue
 		}
 		l, err := g.startListener(lc)
 		if err != nil {
-			for _, s := range started {
-				s.server.Close()
-				s.conn.Close()
-			}
+			closeAll(started)
 			return err
 		}
 		started = append(started, l)
@@ -166,30 +404,44 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 	}
 	for name, l := range g.listeners {
 		if next[name] != l {
-			go func() {
-				if err := l.shutdown(ctx); err != nil {
-					g.log.Warn("listener drain", "listener", name, "error", err)
-				}
-			}()
+			g.background(name, func() error { return l.shutdown(ctx) }, l.close)
 		}
 	}
 	g.listeners = next
 	return nil
 }
 
-// Addrs returns the bound UDP address of every listener by name (useful with
-// port 0).
+func closeAll(ls []*listener) {
+	for _, l := range ls {
+		l.close()
+	}
+}
+
+// Addrs returns the bound address of every listener by name (useful with
+// port 0): the UDP address, or the TCP one for a listener without h3. Both
+// sockets of a listener share the port.
 func (g *Gateway) Addrs() map[string]net.Addr {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := make(map[string]net.Addr, len(g.listeners))
 	for name, l := range g.listeners {
-		m[name] = l.conn.LocalAddr()
+		m[name] = l.localAddr()
 	}
 	return m
 }
 
-// closeConns closes every open connection with H3_REQUEST_CANCELLED.
+// Protocols returns the protocols each listener serves, by name, in the
+// order h1, h2, h3.
+func (g *Gateway) Protocols() map[string][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := make(map[string][]string, len(g.listeners))
+	for name, l := range g.listeners {
+		m[name] = l.protos.Load().names()
+	}
+	return m
+}
+
 // drainQuiet is how long a draining listener must have no request in flight
 // before it closes the connections its clients keep open (or abandoned
 // without closing): requests a client sent before it saw GOAWAY have arrived
@@ -205,47 +457,9 @@ func (l *listener) counted(h http.Handler) http.Handler {
 	})
 }
 
-// closeWhenQuiet closes the remaining connections with H3_NO_ERROR once no
-// request has been in flight for drainQuiet, so a drain does not wait for
-// clients that vanished until drain_timeout; it returns when ctx is done or
-// stop is closed.
-func (l *listener) closeWhenQuiet(ctx context.Context, stop <-chan struct{}) {
-	tick := time.NewTicker(drainQuiet / 10)
-	defer tick.Stop()
-	var idleSince time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case now := <-tick.C:
-			switch {
-			case l.active.Load() > 0:
-				idleSince = time.Time{}
-			case idleSince.IsZero():
-				idleSince = now
-			case now.Sub(idleSince) >= drainQuiet:
-				l.conns.Range(func(k, _ any) bool {
-					_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "drained")
-					return true
-				})
-				return
-			}
-		}
-	}
-}
-
-func (l *listener) closeConns(reason string) {
-	l.conns.Range(func(k, _ any) bool {
-		_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeRequestCanceled), reason)
-		return true
-	})
-}
-
-// Close stops every listener at once: open connections are closed with
-// H3_REQUEST_CANCELLED so clients fail fast instead of waiting for an idle
-// timeout. It is the forced stop after a second signal.
+// Close stops every listener at once: open connections are closed (QUIC
+// with H3_REQUEST_CANCELLED) so clients fail fast instead of waiting for an
+// idle timeout. It is the forced stop after a second signal.
 func (g *Gateway) Close() {
 	g.mu.Lock()
 	ls := g.draining
@@ -255,9 +469,6 @@ func (g *Gateway) Close() {
 	g.listeners = map[string]*listener{}
 	g.shutdown = true
 	g.mu.Unlock()
-	for _, l := range ls {
-		l.closeConns("shutting down")
-		_ = l.server.Close()
-		_ = l.conn.Close()
-	}
+	closeAll(ls)
+	g.drains.forceAll()
 }

@@ -61,6 +61,6 @@ func TestDrainClosesQuietConnections(t *testing.T) {
 // countConns is the number of connections l has open.
 func countConns(l *listener) int {
 	n := 0
-	l.conns.Range(func(_, _ any) bool { n++; return true })
+	l.quic.conns.Range(func(_, _ any) bool { n++; return true })
 	return n
 }

@@ -19,6 +19,7 @@ var (
 	metricDurationSum       = []string{"request", "duration", "sum"}
 	metricDurationCount     = []string{"request", "duration", "count"}
 	metricQUICConns         = []string{"quic", "connections"}
+	metricTCPConns          = []string{"tcp", "connections"}
 	metricHealthTransitions = []string{"backend", "health", "transitions"}
 	metricInFlight          = []string{"upstream", "in_flight"}
 	metricEligible          = []string{"upstream", "backends", "eligible"}
@@ -39,6 +40,7 @@ var (
 	SummaryDefinitions []prometheus.SummaryDefinition
 	GaugeDefinitions   = []prometheus.GaugeDefinition{
 		{Name: metricQUICConns, Help: "Active QUIC connections per listener."},
+		{Name: metricTCPConns, Help: "Open TCP connections (HTTP/1.1 and HTTP/2 over TLS) per listener."},
 		{Name: metricInFlight, Help: "Requests in flight to the backends of an upstream, sampled every second."},
 		{Name: metricEligible, Help: "Backends of an upstream that may receive traffic now, sampled every second."},
 	}
@@ -46,7 +48,7 @@ var (
 
 type gatewayMetrics struct {
 	m     *metrics.Metrics
-	conns sync.Map // listener name → *atomic.Int64
+	conns sync.Map // connKey → *atomic.Int64
 	// requests counts and times requests per label set on the hot path
 	// without go-metrics' label handling; flush hands the deltas to
 	// go-metrics (every second and before every scrape).
@@ -54,7 +56,13 @@ type gatewayMetrics struct {
 	flushMu  sync.Mutex
 }
 
-type requestKey struct{ listener, upstream, code, reason string }
+type requestKey struct{ listener, protocol, upstream, code, reason string }
+
+// connKey is one connection gauge: the metric (QUIC or TCP) and listener.
+type connKey struct {
+	tcp      bool
+	listener string
+}
 
 // durationBounds are the histogram's upper bounds in µs (the le labels are
 // in ms: 1 ms to 10 s, Prometheus' default buckets with 1 and 2.5 ms added
@@ -90,7 +98,7 @@ const (
 )
 
 // durationKey labels the duration histogram: reason is left out.
-type durationKey struct{ listener, upstream, code string }
+type durationKey struct{ listener, protocol, upstream, code string }
 
 // durationDelta accumulates one flush's histogram deltas for a durationKey.
 type durationDelta struct {
@@ -111,8 +119,8 @@ func newGatewayMetrics(m *metrics.Metrics) *gatewayMetrics {
 // go-metrics summary here (a label filter, a key build and a locked
 // quantile stream per request) cost 1.5 µs and 10 allocations per request
 // (BenchmarkHandlerPrometheus).
-func (gm *gatewayMetrics) request(listener, upstream string, status int, reason string, d time.Duration) {
-	key := requestKey{listener, upstream, statusClass(status), reason}
+func (gm *gatewayMetrics) request(listener, protocol, upstream string, status int, reason string, d time.Duration) {
+	key := requestKey{listener, protocol, upstream, statusClass(status), reason}
 	c, ok := gm.requests.Load(key)
 	if !ok {
 		c, _ = gm.requests.LoadOrStore(key, new(requestCount))
@@ -139,7 +147,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 	deltas := map[durationKey]*durationDelta{}
 	gm.requests.Range(func(k, v any) bool {
 		key, c := k.(requestKey), v.(*requestCount)
-		dk := durationKey{key.listener, key.upstream, key.code}
+		dk := durationKey{key.listener, key.protocol, key.upstream, key.code}
 		var n uint64
 		dd := deltas[dk]
 		for i := range c.buckets {
@@ -176,13 +184,13 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 		}
 		c.touched = now
 		gm.m.IncrCounterWithLabels(metricRequests, float32(n), []metrics.Label{
-			{Name: "listener", Value: key.listener}, {Name: "upstream", Value: key.upstream},
+			{Name: "listener", Value: key.listener}, {Name: "protocol", Value: key.protocol}, {Name: "upstream", Value: key.upstream},
 			{Name: "code", Value: key.code}, {Name: "reason", Value: key.reason},
 		})
 		return true
 	})
 	for k, dd := range deltas {
-		labels := []metrics.Label{{Name: "listener", Value: k.listener}, {Name: "upstream", Value: k.upstream}, {Name: "code", Value: k.code}}
+		labels := []metrics.Label{{Name: "listener", Value: k.listener}, {Name: "protocol", Value: k.protocol}, {Name: "upstream", Value: k.upstream}, {Name: "code", Value: k.code}}
 		// Every bucket is touched, even by 0, so each histogram has its full
 		// set of le series and they expire together (prometheus_retention).
 		var cum uint64
@@ -195,20 +203,27 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 	}
 }
 
-func (gm *gatewayMetrics) connOpened(listener string) { gm.connDelta(listener, 1) }
-func (gm *gatewayMetrics) connClosed(listener string) { gm.connDelta(listener, -1) }
+// connDelta adds d to a listener's connection gauge: TCP connections when
+// tcp is set, else QUIC ones.
+func (gm *gatewayMetrics) connDelta(tcp bool, listener string, d int64) {
+	key := connKey{tcp: tcp, listener: listener}
+	v, _ := gm.conns.LoadOrStore(key, new(atomic.Int64))
+	gm.setConns(key, v.(*atomic.Int64).Add(d))
+}
 
-func (gm *gatewayMetrics) connDelta(listener string, d int64) {
-	v, _ := gm.conns.LoadOrStore(listener, new(atomic.Int64))
-	n := v.(*atomic.Int64).Add(d)
-	gm.m.SetGaugeWithLabels(metricQUICConns, float32(n), []metrics.Label{{Name: "listener", Value: listener}})
+func (gm *gatewayMetrics) setConns(key connKey, n int64) {
+	metric := metricQUICConns
+	if key.tcp {
+		metric = metricTCPConns
+	}
+	gm.m.SetGaugeWithLabels(metric, float32(n), []metrics.Label{{Name: "listener", Value: key.listener}})
 }
 
 // sampleConns re-sets the connection gauges, so that a listener whose
 // connections do not change keeps its series (see touchEvery).
 func (gm *gatewayMetrics) sampleConns() {
 	gm.conns.Range(func(k, v any) bool {
-		gm.m.SetGaugeWithLabels(metricQUICConns, float32(v.(*atomic.Int64).Load()), []metrics.Label{{Name: "listener", Value: k.(string)}})
+		gm.setConns(k.(connKey), v.(*atomic.Int64).Load())
 		return true
 	})
 }

@@ -23,8 +23,8 @@ func TestDurationBuckets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		gm := newGatewayMetrics(nil)
-		gm.request("l", "u", 200, "", tt.d)
-		v, _ := gm.requests.Load(requestKey{"l", "u", "2xx", ""})
+		gm.request("l", "h3", "u", 200, "", tt.d)
+		v, _ := gm.requests.Load(requestKey{"l", "h3", "u", "2xx", ""})
 		rc := v.(*requestCount)
 		got := ""
 		for i := range rc.buckets {
@@ -65,8 +65,8 @@ func TestIdleSeriesStayAlive(t *testing.T) {
 		}
 		return out
 	}
-	gm.request("l", "a", 200, "", time.Millisecond)
-	gm.request("l", "gone", 200, "", time.Millisecond)
+	gm.request("l", "h3", "a", 200, "", time.Millisecond)
+	gm.request("l", "h3", "gone", 200, "", time.Millisecond)
 	t0 := time.Now()
 	gm.flush(t0, live)
 	before := emitted()
@@ -87,10 +87,10 @@ func TestIdleSeriesStayAlive(t *testing.T) {
 		t.Errorf("series of a removed upstream touched: %v", got)
 	}
 	gm.flush(t0.Add(forgetAfter+2*time.Second), live)
-	if _, ok := gm.requests.Load(requestKey{"l", "gone", "2xx", ""}); ok {
+	if _, ok := gm.requests.Load(requestKey{"l", "h3", "gone", "2xx", ""}); ok {
 		t.Error("entry of a removed upstream kept after forgetAfter")
 	}
-	if _, ok := gm.requests.Load(requestKey{"l", "a", "2xx", ""}); !ok {
+	if _, ok := gm.requests.Load(requestKey{"l", "h3", "a", "2xx", ""}); !ok {
 		t.Error("entry of a live upstream forgotten")
 	}
 }

@@ -235,6 +235,9 @@ var (
 func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
+	// Alt-Svc describes the connection the client used, which is the
+	// gateway's: TCP responses carry the listener's own (RFC 7838 §3).
+	delete(resp.Header, "Alt-Svc")
 	for k, v := range resp.Header {
 		h[k] = v
 	}

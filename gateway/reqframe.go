@@ -48,7 +48,10 @@ func settleBody(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
-	if d, ok := w.(readDeadliner); ok {
+	// Only quic-go's stream takes a read deadline in stride: on net/http's
+	// HTTP/1.1 connection a timed-out read cancels the request, and
+	// x/net/http2 resets the stream when its deadline passes.
+	if d, ok := w.(readDeadliner); ok && r.ProtoMajor == 3 {
 		body, empty := endedAlready(d, r.Body)
 		r.Body = body
 		if empty {

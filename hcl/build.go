@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
@@ -108,14 +109,16 @@ func (b blk) sinkAddress(a *hcl2.Attribute, feature string) string {
 }
 
 // buildListeners converts the listener blocks: unique names, a valid
-// host:port, protocol http3, a tls block whose cert_file and key_file load as
-// a matching pair (LoadKeyPair), and no two listeners on the same UDP address.
+// host:port, protocols (listenerProtocols), a tls block whose cert_file and
+// key_file load as a matching pair (LoadKeyPair), and no two listeners on
+// the same UDP or the same TCP address.
 func buildListeners(top blk, raws []*rawListener) []Listener {
 	var out []Listener
 	names := map[string]hcl2.Range{}
 	type bound struct {
-		host string
-		rng  hcl2.Range
+		host     string
+		rng      hcl2.Range
+		udp, tcp bool
 	}
 	ports := map[string][]bound{}
 	for _, r := range raws {
@@ -129,6 +132,8 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 			names[r.Name] = r.DefRange
 		}
 		l := Listener{Name: r.Name, Range: r.DefRange}
+		l.Protocols = b.listenerProtocols(r)
+		udp, tcp := contains(l.Protocols, "h3"), contains(l.Protocols, "h1") || contains(l.Protocols, "h2")
 
 		addr, ok := b.strOK(r.Address, "")
 		l.Address = addr
@@ -149,17 +154,24 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 				break
 			}
 			for _, other := range ports[port] {
-				if other.host == host || isWildcardHost(other.host) || isWildcardHost(host) {
+				// UDP and TCP ports are distinct: an h3-only listener and an
+				// h1/h2-only one may share a port number.
+				if (other.udp && udp || other.tcp && tcp) && (other.host == host || isWildcardHost(other.host) || isWildcardHost(host)) {
 					b.errorf(r.Address, "", "Duplicate listener address", "%q overlaps the listener address defined at %s.", l.Address, posString(other.rng))
 					break
 				}
 			}
-			ports[port] = append(ports[port], bound{host: host, rng: r.Address.Expr.Range()})
+			ports[port] = append(ports[port], bound{host: host, rng: r.Address.Expr.Range(), udp: udp, tcp: tcp})
 		}
 
-		l.Protocol = b.str(r.Protocol, DefaultListenerProtocol)
-		if l.Protocol != DefaultListenerProtocol {
-			b.errorf(r.Protocol, "", "Unsupported protocol", "only \"http3\" (QUIC over UDP) is supported; got %q.", l.Protocol)
+		l.AltSvcPort, _ = b.integer(r.AltSvcPort, 0, 0, 65535)
+		l.AltSvcMaxAge = b.duration(r.AltSvcMaxAge, DefaultAltSvcMaxAge, time.Second, 365*24*time.Hour)
+		if !contains(l.Protocols, "h3") {
+			for _, a := range []*hcl2.Attribute{r.AltSvcPort, r.AltSvcMaxAge} {
+				if a != nil {
+					b.add(hcl2.DiagWarning, b.subject(a), "No effect", b.field(a.Name)+": Alt-Svc advertises HTTP/3, which this listener does not serve (protocols has no \"h3\").")
+				}
+			}
 		}
 
 		if r.TLS == nil {

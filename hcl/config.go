@@ -67,8 +67,8 @@ const (
 	// DefaultDisableHostname is telemetry.disable_hostname when absent.
 	DefaultDisableHostname = true
 
-	// DefaultListenerProtocol is listener.protocol when absent; the only accepted value.
-	DefaultListenerProtocol = "http3"
+	// DefaultAltSvcMaxAge is listener.alt_svc_max_age when absent.
+	DefaultAltSvcMaxAge = 24 * time.Hour
 
 	// DefaultLoadBalancing is upstream.load_balancing when absent.
 	DefaultLoadBalancing = "round_robin"
@@ -258,15 +258,29 @@ type Telemetry struct {
 	DisableHostname bool
 }
 
-// Listener is a listener "NAME" block: an HTTP/3 (QUIC, UDP) ingress.
+// DefaultListenerProtocols is listener.protocols when absent: HTTP/1.1 and
+// HTTP/2 over TLS on TCP, HTTP/3 on UDP, on the same port.
+var DefaultListenerProtocols = []string{"h1", "h2", "h3"}
+
+// Listener is a listener "NAME" block: an HTTP/3 (QUIC, UDP) and HTTP/1.1 +
+// HTTP/2 (TLS, TCP) ingress on one address.
 type Listener struct {
 	// Name is the block label, unique among listeners.
 	Name string
-	// Address is host:port to bind (UDP). The host may be empty (all
-	// interfaces); port 0 picks a free port.
+	// Address is host:port to bind (UDP for h3, TCP for h1 and h2, the same
+	// port). The host may be empty (all interfaces); port 0 picks a free
+	// port.
 	Address string
-	// Protocol is "http3" (the default and the only accepted value).
-	Protocol string
+	// Protocols are the protocols served, each "h1", "h2" or "h3", no
+	// duplicates, not empty (default DefaultListenerProtocols). The
+	// deprecated protocol = "http3" means ["h3"] (with a warning).
+	Protocols []string
+	// AltSvcPort is the port advertised in Alt-Svc over TCP, 1..65535; 0
+	// (absent) means the listener's own port.
+	AltSvcPort int
+	// AltSvcMaxAge is the Alt-Svc max age (default DefaultAltSvcMaxAge;
+	// whole seconds, 1s..365 days).
+	AltSvcMaxAge time.Duration
 	// TLS holds the server certificate; CertFile and KeyFile are required and
 	// must exist.
 	TLS TLS

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestDefaults(t *testing.T) {
 	if cfg.Telemetry != (Telemetry{PrometheusRetention: 24 * time.Hour, DisableHostname: true}) {
 		t.Errorf("Telemetry = %+v", cfg.Telemetry)
 	}
-	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Protocol != "http3" {
+	if len(cfg.Listeners) != 1 || !slices.Equal(cfg.Listeners[0].Protocols, []string{"h1", "h2", "h3"}) || cfg.Listeners[0].AltSvcMaxAge != 24*time.Hour {
 		t.Fatalf("Listeners = %+v", cfg.Listeners)
 	}
 	l := cfg.Listeners[0]
@@ -491,7 +492,7 @@ func TestFullExample(t *testing.T) {
 		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
-	if l.Name != "public" || l.Address != "0.0.0.0:8443" || l.Protocol != "http3" ||
+	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour ||
 		withoutRanges(l.TLS) != (TLS{CertFile: "testdata/certs/cert.pem", KeyFile: "testdata/certs/key.pem"}) {
 		t.Errorf("listener = %+v", l)
 	}
@@ -505,7 +506,7 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 64 || u.Routes[0].Range.Start.Line != 69 || u.Backends[0].Range.Start.Line != 75 {
+	if u.Range.Start.Line != 66 || u.Routes[0].Range.Start.Line != 71 || u.Backends[0].Range.Start.Line != 77 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

@@ -127,8 +127,11 @@ type rawListener struct {
 	Name     string     `hcl:"name,label"`
 	DefRange hcl2.Range `hcl:",def_range"`
 
-	Address  *hcl2.Attribute `hcl:"address,optional"`
-	Protocol *hcl2.Attribute `hcl:"protocol,optional"`
+	Address      *hcl2.Attribute `hcl:"address,optional"`
+	Protocol     *hcl2.Attribute `hcl:"protocol,optional"`
+	Protocols    *hcl2.Attribute `hcl:"protocols,optional"`
+	AltSvcPort   *hcl2.Attribute `hcl:"alt_svc_port,optional"`
+	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
 
 	TLSs []*rawListenerTLS `hcl:"tls,block"`
 

@@ -209,7 +209,7 @@ upstream "sales-api" {
 		t.Fatalf("sales-ui received %d requests meant for sales-api", ui.Hits()-uiBefore)
 	}
 	_, m := a.control("GET", "/metrics", nil)
-	if !strings.Contains(string(m), `code="5xx",listener="public",reason="no_healthy_backend",upstream="sales-api"`) {
+	if !strings.Contains(string(m), `code="5xx",listener="public",protocol="h3",reason="no_healthy_backend",upstream="sales-api"`) {
 		t.Errorf("no no_healthy_backend count for sales-api:\n%s", grepLines(string(m), "impulse_requests"))
 	}
 }

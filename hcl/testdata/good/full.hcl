@@ -53,8 +53,10 @@ telemetry {                       # go-metrics sinks; Prometheus is always on th
 }
 
 listener "public" {               # no default: at least one listener is required
-  address  = "0.0.0.0:8443"       # UDP
-  protocol = "http3"              # http3: QUIC on UDP, the only protocol
+  address   = "0.0.0.0:8443"      # UDP for h3, TCP for h1 and h2: the same port
+  protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
+  alt_svc_port    = 0             # advertised in Alt-Svc over TCP; 0 = the listener's port
+  alt_svc_max_age = "24h"
   tls {                           # required; both files must load as a matching pair
     cert_file = "testdata/certs/cert.pem"
     key_file  = "testdata/certs/key.pem"

@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// tcpIngress is a listener's HTTP/1.1 and HTTP/2 side: a TCP socket owned
+// by the gateway and the net/http Server that serves it over TLS, the
+// protocol chosen by ALPN (RFC 7301).
+type tcpIngress struct {
+	ln     net.Listener
+	server *http.Server
+	done   chan struct{} // closed when Serve returns
+}
+
+// Defaults of the TCP ingress (Go's server has none).
+const (
+	tcpReadHeaderTimeout   = 10 * time.Second
+	tcpIdleTimeout         = 2 * time.Minute
+	tcpMaxHeaderBytes      = 64 << 10
+	h2MaxConcurrentStreams = 250
+)
+
+// errNoHTTP2 refuses a TLS client that offers no ALPN (so would speak
+// HTTP/1.1) to a listener without h1.
+var errNoHTTP2 = errors.New("client does not offer h2 and this listener does not serve HTTP/1.1")
+
+// startTCP serves HTTP/1.1 and HTTP/2 over TLS on ln in the background.
+func (l *listener) startTCP(ln net.Listener) *tcpIngress {
+	g := l.g
+	t := &tcpIngress{ln: ln, done: make(chan struct{})}
+	g.metrics.connDelta(true, l.name, 0)
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true) // which one a connection gets is ALPN's choice (tls.tcp.NextProtos)
+	t.server = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v := l.altSvc.Load(); v != nil {
+				// The gateway's own, set before the pipeline; copyResponse
+				// drops a backend's (RFC 7838 §3: it is the origin's
+				// statement about this connection, caddyserver/caddy#4996).
+				w.Header()["Alt-Svc"] = *v
+			}
+			l.handler.ServeHTTP(w, r)
+		}),
+		TLSConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+				// A client offering only ALPNs the listener lacks gets
+				// no_application_protocol from crypto/tls (RFC 7301 §3.2).
+				// One offering none, or http/1.1 (which crypto/tls lets
+				// through without ALPN), would speak HTTP/1.1: without h1 it
+				// is refused here (internal_error, the only alert
+				// GetConfigForClient can send).
+				if !l.protos.Load().h1 && !slices.Contains(hello.SupportedProtos, "h2") &&
+					(len(hello.SupportedProtos) == 0 || slices.Contains(hello.SupportedProtos, "http/1.1")) {
+					return nil, errNoHTTP2
+				}
+				return l.tls.Load().tcp, nil
+			},
+		},
+		Protocols:         &protos,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
+		ReadHeaderTimeout: tcpReadHeaderTimeout,
+		IdleTimeout:       tcpIdleTimeout,
+		MaxHeaderBytes:    tcpMaxHeaderBytes,
+		// Handshake failures and malformed requests are the client's, and
+		// frequent at an edge: debug level.
+		ErrorLog: g.log.Named("tcp").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				g.metrics.connDelta(true, l.name, 1)
+			case http.StateClosed, http.StateHijacked:
+				g.metrics.connDelta(true, l.name, -1)
+			}
+		},
+	}
+	go func() {
+		defer close(t.done)
+		if err := t.server.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("listener stopped", "listener", l.name, "protocol", "tcp", "error", err)
+		}
+	}()
+	return t
+}
+
+// shutdown stops accepting, sends GOAWAY on HTTP/2 connections and closes
+// idle HTTP/1.1 ones (a response in flight goes out with "Connection:
+// close"), waits for in-flight requests until ctx is done, then closes
+// what remains.
+func (t *tcpIngress) shutdown(ctx context.Context) error {
+	err := t.server.Shutdown(ctx)
+	_ = t.server.Close()
+	<-t.done
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("gateway: tcp listener %s: %w", t.ln.Addr(), err)
+	}
+	return nil
+}
+
+// close is the forced stop: the socket and every connection close at once.
+func (t *tcpIngress) close() {
+	_ = t.server.Close()
+}
