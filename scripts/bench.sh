@@ -19,7 +19,7 @@
 #   SECTIONS=...     matrix,tcp,memory,large (default all four)
 #   SHAPES=...       HTTP/3 matrix payloads: small,down,up (default all three)
 #   PERF=5s          also profile the agent with perf under the HTTP/3 small GET
-#   PPROF=5s         also take a Go CPU profile of the agent under HTTP/2 small GETs (go tool pprof -top)
+#   PPROF=5s         also take Go CPU profiles of the agent under HTTP/2 and HTTP/1.1 small GETs (go tool pprof -top)
 #   CADDY=none       skip Caddy v2.11.9; CADDY=/path/to/caddy uses that binary
 #   CADDY_DEB=none   skip Debian's Caddy (installed when missing); CADDY_DEB=/path uses that binary
 #   TRAEFIK=none     skip Traefik; TRAEFIK=/path/to/traefik uses that binary

@@ -81,7 +81,7 @@ func runHarness(args []string) error {
 	fs.StringVar(&o.sections, "sections", "matrix,tcp,memory,large", "comma-separated: matrix, tcp, memory, large (\"none\" with -perf or -pprof: only the profile)")
 	fs.StringVar(&o.shapes, "shapes", "small,down,up", "comma-separated matrix payloads: small (64 B GET), down (1 MiB download), up (1 MiB upload)")
 	fs.DurationVar(&o.perf, "perf", 0, "also profile the agent under small-GET load with perf for this long (0: no)")
-	fs.DurationVar(&o.pprof, "pprof", 0, "also take a Go CPU profile of the agent under HTTP/2 small GETs (1 conn × 50 streams, h2load) for this long (0: no)")
+	fs.DurationVar(&o.pprof, "pprof", 0, "also take Go CPU profiles of the agent under small GETs over HTTP/2 (1 conn × 50 streams) and HTTP/1.1 (50 conns), h2load, this long each (0: no)")
 	fs.Float64Var(&o.noise, "noise", 0.15, "relative gap below which a comparison is noise")
 	fs.BoolVar(&o.pin, "pin", true, "pin the server under test to CPU 0 and the rest to CPU 1 (needs taskset and 2 CPUs)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, perf.data) and print its path")

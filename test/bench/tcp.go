@@ -114,27 +114,38 @@ func (v *verdicts) tcp(sh shape, sums map[string]summary) {
 	v.add("CPU/req agent TCP ÷ best of Caddy, Traefik", sh.short()+" (vs "+name+")", ratio(agent.cpuPerReq, best), 0.7, true, fmtRatio)
 }
 
-// runPprof takes a Go CPU profile of the agent (its control API serves
-// pprof) while h2load sends it small GETs over HTTP/2, 1 connection × 50
-// streams, and prints `go tool pprof -top`, by flat and by cumulative time.
+// runPprof takes Go CPU profiles of the agent (its control API serves
+// pprof) while h2load sends it small GETs, over HTTP/2 on 1 connection × 50
+// streams and over HTTP/1.1 on 50 connections, and prints `go tool pprof
+// -top` of each, by flat and by cumulative time.
 func (e *env) runPprof(s *server, o *harnessOpts) {
 	goBin, err := exec.LookPath("go")
 	if err != nil || s == nil || s.control == "" || e.h2loadBin == "" {
 		fmt.Println("Go profile: skipped (needs go, h2load and the agent → h1 target)")
 		return
 	}
-	if err := e.probe(s, "h2"); err != nil {
-		fmt.Printf("Go profile: skipped, the agent does not answer over HTTP/2: %v\n", firstLine(err.Error()))
-		return
+	for _, sh := range tcpShapes() {
+		if sh.proto == "h2" && sh.conns != 1 {
+			continue
+		}
+		if err := e.probe(s, sh.proto); err != nil {
+			fmt.Printf("Go profile: skipped, the agent does not answer over %s: %v\n", sh.proto, firstLine(err.Error()))
+			continue
+		}
+		e.pprofShape(goBin, s, sh, o)
 	}
+}
+
+// pprofShape profiles the agent s under one TCP shape.
+func (e *env) pprofShape(goBin string, s *server, sh shape, o *harnessOpts) {
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.h2load(s, "h2", "/small", 1, 50, o.pprof+2*time.Second, time.Second)
+		_, err := e.h2load(s, sh.proto, sh.path, sh.conns, sh.streams, o.pprof+2*time.Second, time.Second)
 		done <- err
 	}()
 	time.Sleep(1500 * time.Millisecond)
-	file := filepath.Join(e.dir, "agent-h2.pprof")
-	err = fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.control, int(math.Ceil(o.pprof.Seconds()))), file)
+	file := filepath.Join(e.dir, "agent-"+sh.proto+".pprof")
+	err := fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.control, int(math.Ceil(o.pprof.Seconds()))), file)
 	if lerr := <-done; lerr != nil {
 		fmt.Printf("Go profile: load failed: %v\n", lerr)
 	}
@@ -146,7 +157,7 @@ func (e *env) runPprof(s *server, o *harnessOpts) {
 	if o.keep {
 		where = "profile: " + file
 	}
-	fmt.Printf("── Go CPU profile of impulse-agent → h1 under HTTP/2 small GET, 1 conn × 50 streams, %s (%s) ──\n", o.pprof, where)
+	fmt.Printf("── Go CPU profile of impulse-agent → h1 under %s, %s (%s) ──\n", sh.title(), o.pprof, where)
 	for _, args := range [][]string{{"-top", "-nodecount=30"}, {"-top", "-cum", "-nodecount=45"}} {
 		out, err := exec.Command(goBin, append(append([]string{"tool", "pprof"}, args...), e.agentBin, file)...).CombinedOutput()
 		if err != nil {
