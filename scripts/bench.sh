@@ -11,7 +11,7 @@
 # 1 GiB transfers. See test/bench/README.md.
 #
 # Environment:
-#   QUICK=1          smoke run (about 5 minutes)
+#   QUICK=1          smoke run (about 3 minutes)
 #   RUNS=N           alternating runs per target and shape (default 5)
 #   DURATION=3s      measured time per run; WARMUP=1s warm-up per run
 #   IDLE_N=1000      idle connections of the memory test
