@@ -27,19 +27,19 @@ const MetaScheme = "impulse-scheme"
 // gatewayConfig converts a validated configuration into the gateway's types,
 // loading TLS material from disk (the consul block's too, so that a bad
 // file is refused before anything changes). Errors are *ConfigError
-// pointing at the file at fault (cert_file, key_file, ca_file).
+// pointing at the file at fault (cert_file, key_file, ca_file,
+// client_ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 	gc := gateway.Config{Paths: pathOptions(c.Paths)}
 	for _, l := range c.Listeners {
-		cert, err := loadKeyPair(&l.TLS, fmt.Sprintf("listener %q tls", l.Name))
+		lc, err := listenerConfig(l) // listenertls.go
 		if err != nil {
 			return gc, err
 		}
-		gc.Listeners = append(gc.Listeners, gateway.ListenerConfig{
-			Name: l.Name, Address: l.Address, Protocols: l.Protocols,
-			AltSvcPort: l.AltSvcPort, AltSvcMaxAge: l.AltSvcMaxAge,
-			TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
-		})
+		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
+		lc.EarlyData = l.EarlyData
+		lc.Limits = listenerLimits(l.Limits)
+		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
 		uc, err := upstreamConfig(u)
@@ -67,7 +67,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
-	}}
+	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy}
@@ -90,6 +90,15 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
 	}
 	return uc, nil
+}
+
+// listenerLimits converts listener.limits.
+func listenerLimits(l hcl.ListenerLimits) gateway.Limits {
+	return gateway.Limits{
+		MaxHeaderBytes: l.MaxHeaderBytes, MaxURIBytes: l.MaxURIBytes, MaxRequestBodyBytes: l.MaxRequestBodyBytes,
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ClientBodyTimeout: l.ClientBodyTimeout, IdleTimeout: l.IdleTimeout,
+		MaxConnections: l.MaxConnections, MaxConcurrentStreams: l.MaxConcurrentStreams,
+	}
 }
 
 // clientTLS builds the configuration for connections to HTTPS backends:

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -19,5 +20,51 @@ func TestDiscoveryConfigResyncGrace(t *testing.T) {
 		if got := discoveryConfig(&hcl.Consul{ResyncGrace: tc.in}).ResyncGrace; got != tc.want {
 			t.Errorf("resync_grace %s → %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestLimitsConverted: listener.limits and upstream.limits reach the
+// gateway's configuration unchanged.
+func TestLimitsConverted(t *testing.T) {
+	cfgFile, _, _ := writeConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+  limits {
+    max_header_bytes       = 32768
+    max_uri_bytes          = 4096
+    max_request_body_bytes = 10485760
+    read_header_timeout    = "5s"
+    client_body_timeout    = "30s"
+    idle_timeout           = "90s"
+    max_connections        = 10000
+    max_concurrent_streams = 100
+  }
+}
+upstream "uploads" {
+  route {}
+  backend "a" { address = "http://127.0.0.1:9000" }
+  limits { max_request_body_bytes = 1073741824 }
+}
+`)
+	cfg, diags := hcl.Load([]string{cfgFile})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := gc.Listeners[0].Limits
+	want := gateway.Limits{MaxHeaderBytes: 32768, MaxURIBytes: 4096, MaxRequestBodyBytes: 10 << 20, ReadHeaderTimeout: 5 * time.Second,
+		ClientBodyTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxConnections: 10000, MaxConcurrentStreams: 100}
+	if got != want {
+		t.Errorf("listener limits %+v, want %+v", got, want)
+	}
+	if n := gc.Upstreams[0].MaxRequestBodyBytes; n != 1<<30 {
+		t.Errorf("upstream max_request_body_bytes %d, want %d", n, 1<<30)
 	}
 }

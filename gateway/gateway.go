@@ -65,6 +65,27 @@ type ListenerConfig struct {
 	AltSvcPort int
 	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
 	AltSvcMaxAge time.Duration
+
+	// ForwardClientCert adds an X-Forwarded-Client-Cert field (Envoy's
+	// format, certs.Identity.XFCC) to requests whose client certificate the
+	// handshake verified. A client's own X-Forwarded-Client-Cert is removed
+	// whatever this says. Apply switches it for a running listener.
+	ForwardClientCert bool
+	// CertificateExpiry is the NotAfter of each certificate TLS serves, by
+	// name (certs.Store.Expiries: "default", or a certificate's first DNS
+	// SAN), exported as impulse_tls_certificate_expiry_seconds{listener,name}
+	// (seconds until then). nil: no such series.
+	CertificateExpiry map[string]time.Time
+	// EarlyData offers and accepts 0-RTT on the QUIC side (RFC 9001 §4.6;
+	// session tickets allow resumption either way). A request handled
+	// before its connection's handshake completed is forwarded with
+	// "Early-Data: 1" when its method is safe and answered 425 too_early
+	// otherwise (RFC 8470 §5). Go's TLS server has no early data, so TCP is
+	// unaffected. On Apply it applies to new connections.
+	EarlyData bool
+	// Limits are the listener's protocol limits; zero fields are defaults
+	// (see Limits).
+	Limits Limits
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of
@@ -81,6 +102,10 @@ type UpstreamConfig struct {
 	upstream.Config
 	Routes []RouteConfig
 	Static []upstream.Spec
+	// MaxRequestBodyBytes replaces the listener's Limits.MaxRequestBodyBytes
+	// for requests routed to this upstream, in bytes; 0 means the
+	// listener's. Apply switches it at once.
+	MaxRequestBodyBytes int64
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -116,11 +141,14 @@ type Gateway struct {
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
 
-	drains drains // ingresses a reload stopped, still draining
+	drains      drains                                 // ingresses a reload stopped, still draining
+	tlsSettings atomic.Pointer[map[string]tlsSettings] // tlsmetrics.go
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
 	workers      *workers
+
+	limits atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.

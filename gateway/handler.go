@@ -17,7 +17,9 @@ import (
 // serve routes r, picks a backend and proxies the exchange. It is the
 // handler of every listener; listener names the listener for metrics.
 //
-// Answers it produces itself (interface.md): 404 no route, 503 no eligible
+// Answers it produces itself (interface.md): 414, 413 and 408 from the
+// listener's limits (limits.go), 404 no route, 425 an unsafe method in
+// early data (earlydata.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
@@ -27,6 +29,11 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	start := time.Now()
 	rec := recorder{g: g, listener: listener, r: r, start: start}
 	tbl := g.table.Load()
+	lim := g.limitsFor(listener)
+	if len(r.RequestURI) > lim.MaxURIBytes {
+		rec.finish(w, nil, nil, http.StatusRequestURITooLong, reasonURITooLong)
+		return
+	}
 	if r.Method == http.MethodConnect {
 		// Extended CONNECT (RFC 9220) is not supported; plain CONNECT has no route.
 		rec.finish(w, nil, nil, http.StatusNotImplemented, transport.ReasonNotImplemented)
@@ -42,7 +49,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		// "content-length: 0": the request goes out without a body, so the
 		// stream must end right here (RFC 9114 §4.1.2), as exactBody checks
 		// for longer ones.
-		if err := (&exactBody{ReadCloser: r.Body}).confirmEnd(); err != nil {
+		sb := watchStall(w, r.Body, lim.ClientBodyTimeout)
+		err := (&exactBody{ReadCloser: sb}).confirmEnd()
+		sb.stop()
+		if err != nil {
 			rec.clientBodyFailed(w, nil, nil, bodyErrorKind(err), false)
 			return
 		}
@@ -63,7 +73,21 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	up := rt.Target
+	switch earlyDataAction(r.Method, inEarlyData(r)) {
+	case earlyReject:
+		rec.finish(w, up, nil, http.StatusTooEarly, reasonTooEarly)
+		return
+	case earlyForward:
+		r.Header["Early-Data"] = earlyDataOne
+	}
+	maxBody := bodyLimit(lim, tbl, up)
+	if maxBody > 0 && r.ContentLength > maxBody {
+		closeConnAfter(w, r)
+		rec.finish(w, up, nil, http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
+		return
+	}
 	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
+	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
 	b, set := up.Pick(r)
 	if b == nil {
 		reason := transport.ReasonNoBackend
@@ -78,6 +102,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	traced, iw := withInterim(w, r)
+	traced = g.withClientCert(traced, listener, r)
 	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
@@ -144,6 +169,16 @@ type recorder struct {
 // response had started. A canceled one is recorded as 499 and the stream
 // reset: never a clean, empty 200.
 func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, failure int32, started bool) {
+	if status, reason := bodyLimitAnswer(failure); status != 0 {
+		// A limit, not a malformed request: answered while it can be.
+		if started {
+			rec.record(up, b, status, reason)
+			panic(http.ErrAbortHandler)
+		}
+		closeConnAfter(w, rec.r)
+		rec.finish(w, up, b, status, reason)
+		return
+	}
 	reason := transport.ReasonClientBodyIncomplete
 	switch failure {
 	case bodyMalformed:

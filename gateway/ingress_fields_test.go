@@ -78,3 +78,37 @@ func TestB11ConnectionSpecificFieldsOverH1(t *testing.T) {
 		}
 	})
 }
+
+// TestH1AbsoluteFormAndChunkedClose: the absolute form of the
+// request-target is accepted (its authority wins over Host), other schemes
+// are refused, and a chunked request (which may have carried a
+// Content-Length Go's server dropped) closes the connection after its
+// response, so nothing pipelined behind it is read (RFC 9112 §3.2.2, §6.1).
+func TestH1AbsoluteFormAndChunkedClose(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Host+" "+r.URL.RequestURI())
+		mu.Unlock()
+	}))
+	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", be))
+	resp := tlsH1(t, h, "GET https://app.test:8443/abs/p?q=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Errorf("absolute form: %d %s", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+	}
+	if resp := tlsH1(t, h, "GET ftp://app.test/x HTTP/1.1\r\nHost: app.test\r\n\r\n"); resp.StatusCode != 400 {
+		t.Errorf("ftp target: %d", resp.StatusCode)
+	}
+	smuggle := "POST /clte HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+		"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	if resp := tlsH1(t, h, smuggle); !resp.Close {
+		t.Errorf("a chunked request did not close the connection: %v", resp.Header)
+	}
+	eventually(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 }, "the requests to arrive")
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0] != "app.test:8443 /abs/p?q=1" || len(got) != 2 || got[1] != "x /clte" {
+		t.Errorf("backend got %q", got)
+	}
+}

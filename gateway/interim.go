@@ -111,7 +111,10 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 		iw.sent100 = true
 	}
 	dst := iw.w.Header()
-	altSvc, hasAltSvc := dst["Alt-Svc"] // the TCP ingress's own, for the final response
+	// The TCP ingress's own fields, for the final response: Alt-Svc, and
+	// Connection: close after a chunked HTTP/1.1 request (adaptH1).
+	altSvc, hasAltSvc := dst["Alt-Svc"]
+	conn, hasConn := dst["Connection"]
 	clear(dst)
 	for k, v := range h {
 		dst[k] = v
@@ -125,6 +128,9 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 	clear(dst) // the final response starts from an empty header
 	if hasAltSvc {
 		dst["Alt-Svc"] = altSvc
+	}
+	if hasConn {
+		dst["Connection"] = conn
 	}
 	return nil
 }

@@ -25,11 +25,15 @@ type listener struct {
 	protos  atomic.Pointer[protoSet]
 	tls     atomic.Pointer[listenerTLS]
 	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
+	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
+	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 	handler http.Handler
 
 	quic *quicIngress // nil when h3 is off
 	tcp  *tcpIngress  // nil when h1 and h2 are off
+
+	conns *connLimiter // max_connections, over both ingresses
 }
 
 // protoSet is the set of protocols a listener serves.
@@ -82,11 +86,18 @@ func (e *ListenerError) Unwrap() error { return e.Err }
 // defaultAltSvcMaxAge is the Alt-Svc ma default (Caddy and Traefik use 24h).
 const defaultAltSvcMaxAge = 24 * time.Hour
 
-// configure stores what may change without rebinding: protocols, TLS and
-// the Alt-Svc value. port is the bound port.
+// configure stores what may change without rebinding: protocols, TLS, early
+// data and the Alt-Svc value. port is the bound port.
 func (l *listener) configure(lc ListenerConfig, p protoSet, port int) {
 	l.protos.Store(&p)
-	l.tls.Store(deriveTLS(lc.TLS, p))
+	lt := deriveTLS(lc.TLS, p)
+	// quic-go's http3 seals tickets with the keys of the configuration a
+	// handshake gets, which is new after each reload: borrow stable
+	// (auto-rotating) ones, so tickets, and so 0-RTT, survive a reload as
+	// they do on TCP (where crypto/tls uses the outer configuration's).
+	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
+	l.tls.Store(lt)
+	l.early.Store(lc.EarlyData)
 	if !p.h3 {
 		l.altSvc.Store(nil)
 		return
@@ -134,7 +145,8 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
 	}
-	l := &listener{name: lc.Name, addr: lc.Address, g: g}
+	lim := lc.Limits.resolved()
+	l := &listener{name: lc.Name, addr: lc.Address, g: g, conns: newConnLimiter(lim.MaxConnections)}
 	l.handler = l.counted(g.handlerFor(lc.Name))
 	udp, tcp, err := bindPair(lc.Address, p.h3, p.tcp())
 	if err != nil {
@@ -142,10 +154,16 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	}
 	l.configure(lc, p, boundPort(udp, tcp))
 	if udp != nil {
-		l.quic = l.startQUIC(udp)
+		if l.quic, err = l.startQUIC(udp, lim); err != nil {
+			udp.Close()
+			if tcp != nil {
+				tcp.Close()
+			}
+			return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		}
 	}
 	if tcp != nil {
-		l.tcp = l.startTCP(tcp)
+		l.tcp = l.startTCP(tcp, lim)
 	}
 	g.log.Info("listener started", "listener", lc.Name, "protocols", p.String(), "address", l.localAddr().String())
 	return l, nil
@@ -177,12 +195,20 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 			return &ListenerError{Name: l.name, Err: err}
 		}
 	}
+	lim := lc.Limits.resolved()
 	l.configure(lc, p, port)
+	l.conns.setMax(lim.MaxConnections)
 	if udp != nil {
-		l.quic = l.startQUIC(udp)
+		if l.quic, err = l.startQUIC(udp, lim); err != nil {
+			udp.Close()
+			if tcp != nil {
+				tcp.Close()
+			}
+			return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+		}
 	}
 	if tcp != nil {
-		l.tcp = l.startTCP(tcp)
+		l.tcp = l.startTCP(tcp, lim)
 	}
 	if !p.h3 && l.quic != nil {
 		q := l.quic
@@ -194,6 +220,7 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 		l.tcp = nil
 		l.g.background(l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
+	l.warnFixedLimits(lim)
 	return nil
 }
 
@@ -383,12 +410,17 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 		want[lc.Name] = lc
 	}
+	// The pipeline's limits are in place before a new listener serves its
+	// first request, and restored on failure.
+	prevLimits := g.limits.Load()
+	g.setListenerLimits(lcs)
 	var started []*listener
 	next := map[string]*listener{}
 	for _, lc := range lcs {
 		if l := g.listeners[lc.Name]; l != nil && l.addr == lc.Address {
 			if err := l.reconfigure(ctx, lc); err != nil {
 				closeAll(started)
+				g.limits.Store(prevLimits)
 				return err
 			}
 			next[lc.Name] = l
@@ -397,6 +429,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		l, err := g.startListener(lc)
 		if err != nil {
 			closeAll(started)
+			g.limits.Store(prevLimits)
 			return err
 		}
 		started = append(started, l)
@@ -408,6 +441,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 	}
 	g.listeners = next
+	g.setListenerTLS(lcs)
 	return nil
 }
 

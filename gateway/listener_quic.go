@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -15,54 +16,81 @@ import (
 )
 
 // quicIngress is a listener's HTTP/3 side: a UDP socket owned by the
-// gateway and the http3.Server that serves it.
+// gateway, the quic.Transport on it (owned too, for address validation:
+// retry.go) and the http3.Server that serves it.
 type quicIngress struct {
 	conn   net.PacketConn
+	tr     *quic.Transport
 	server *http3.Server
 	done   chan struct{} // closed when Serve returns
 	conns  sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
+	limits Limits        // the server settings it was started with
+
+	// handshaking counts connection attempts between their first Initial
+	// and the end of their handshake (retry.go).
+	handshaking atomic.Int64
+	retried     atomic.Int64 // Initials answered with a Retry
+
+	tickets h3Tickets // session tickets carrying the HTTP/3 settings (h3tickets.go)
 }
 
-// startQUIC serves HTTP/3 on conn in the background.
-func (l *listener) startQUIC(conn net.PacketConn) *quicIngress {
+// startQUIC serves HTTP/3 on conn in the background, with the server
+// settings of lim (resolved). Errors: quic-go refusing the configuration.
+func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, error) {
 	g := l.g
-	q := &quicIngress{conn: conn, done: make(chan struct{})}
-	g.metrics.connDelta(false, l.name, 0) // the listener's series exists from the start
+	q := &quicIngress{conn: conn, done: make(chan struct{}), limits: lim}
 	// Certificates can change on reload without rebinding: each handshake
 	// reads the current configuration.
 	base := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return l.tls.Load().quic, nil
+			return q.tickets.config(l.tls.Load().quic, lim.MaxHeaderBytes), nil
 		},
 	}
 	q.server = &http3.Server{
-		Handler:   l.handler,
-		TLSConfig: base,
-		QUICConfig: &quic.Config{
-			MaxIdleTimeout:        30 * time.Second,
-			KeepAlivePeriod:       0,
-			MaxIncomingStreams:    256,
-			MaxIncomingUniStreams: 16,
-		},
-		Logger: g.qlog,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Before the handshake completes, a request can only have come
+			// in 0-RTT packets (1-RTT keys need the client's Finished).
+			if c, _ := r.Context().Value(quicConnKey{}).(*quic.Conn); c != nil && !handshakeDone(c) {
+				r = withEarlyData(r)
+			}
+			l.handler.ServeHTTP(w, r)
+		}),
+		MaxHeaderBytes: lim.MaxHeaderBytes,
+		// HTTP/3-level idleness: a client's PINGs keep the QUIC
+		// connection alive, not this.
+		IdleTimeout: lim.IdleTimeout,
+		Logger:      g.qlog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			q.handshakeAccepted(ctx, c)
 			g.metrics.connDelta(false, l.name, 1)
 			q.conns.Store(c, struct{}{})
 			context.AfterFunc(c.Context(), func() {
 				q.conns.Delete(c)
 				g.metrics.connDelta(false, l.name, -1)
 			})
-			return ctx
+			return context.WithValue(ctx, quicConnKey{}, c)
 		},
 	}
+	q.tr = q.transport(conn, l.conns)
+	ln, err := q.tr.ListenEarly(http3.ConfigureTLSConfig(base), earlyDataSwitch(&quic.Config{
+		MaxIdleTimeout:        lim.IdleTimeout,
+		HandshakeIdleTimeout:  lim.ReadHeaderTimeout,
+		KeepAlivePeriod:       0,
+		MaxIncomingStreams:    int64(lim.MaxConcurrentStreams),
+		MaxIncomingUniStreams: 16,
+	}, &l.early))
+	if err != nil {
+		return nil, err
+	}
+	g.metrics.connDelta(false, l.name, 0) // the listener's series exists from the start
 	go func() {
 		defer close(q.done)
-		if err := q.server.Serve(conn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := q.server.ServeListener(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("listener stopped", "listener", l.name, "protocol", ProtocolH3, "error", err)
 		}
 	}()
-	return q
+	return q, nil
 }
 
 // shutdown sends GOAWAY, waits for in-flight requests until ctx is done,
@@ -85,6 +113,7 @@ func (q *quicIngress) shutdown(ctx context.Context, l *listener) error {
 		err = ctx.Err()
 	}
 	_ = q.server.Close()
+	_ = q.tr.Close()
 	cerr := q.conn.Close()
 	<-q.done
 	if err != nil {
@@ -140,5 +169,37 @@ func (q *quicIngress) closeConns(reason string) {
 func (q *quicIngress) close(reason string) {
 	q.closeConns(reason)
 	_ = q.server.Close()
+	_ = q.tr.Close()
 	_ = q.conn.Close()
+}
+
+// quicConnKey is the connection context key of a request's *quic.Conn.
+type quicConnKey struct{}
+
+func handshakeDone(c *quic.Conn) bool {
+	select {
+	case <-c.HandshakeComplete():
+		return true
+	default:
+		return false
+	}
+}
+
+// earlyDataSwitch returns base with a GetConfigForClient that gives each new
+// connection base with Allow0RTT set to on's value at that moment, so a
+// reload turns 0-RTT on or off without rebinding. With it off, session
+// tickets do not offer early data (quic-go sends them without
+// max_early_data_size) and 0-RTT in a resumption is refused; resumption
+// itself still works. base must not have GetConfigForClient.
+func earlyDataSwitch(base *quic.Config, on *atomic.Bool) *quic.Config {
+	off, early := base.Clone(), base.Clone()
+	off.Allow0RTT, early.Allow0RTT = false, true
+	sw := base.Clone()
+	sw.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
+		if on.Load() {
+			return early, nil
+		}
+		return off, nil
+	}
+	return sw
 }

@@ -20,24 +20,18 @@ type tcpIngress struct {
 	ln     net.Listener
 	server *http.Server
 	done   chan struct{} // closed when Serve returns
+	limits Limits        // the server settings it was started with
 }
-
-// Defaults of the TCP ingress (Go's server has none).
-const (
-	tcpReadHeaderTimeout   = 10 * time.Second
-	tcpIdleTimeout         = 2 * time.Minute
-	tcpMaxHeaderBytes      = 64 << 10
-	h2MaxConcurrentStreams = 250
-)
 
 // errNoHTTP2 refuses a TLS client that offers no ALPN (so would speak
 // HTTP/1.1) to a listener without h1.
 var errNoHTTP2 = errors.New("client does not offer h2 and this listener does not serve HTTP/1.1")
 
-// startTCP serves HTTP/1.1 and HTTP/2 over TLS on ln in the background.
-func (l *listener) startTCP(ln net.Listener) *tcpIngress {
+// startTCP serves HTTP/1.1 and HTTP/2 over TLS on ln in the background,
+// with the server settings of lim (resolved).
+func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 	g := l.g
-	t := &tcpIngress{ln: ln, done: make(chan struct{})}
+	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim}
 	g.metrics.connDelta(true, l.name, 0)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -49,6 +43,9 @@ func (l *listener) startTCP(ln net.Listener) *tcpIngress {
 				// drops a backend's (RFC 7838 §3: it is the origin's
 				// statement about this connection, caddyserver/caddy#4996).
 				w.Header()["Alt-Svc"] = *v
+			}
+			if !adaptH1(recorder{g: g, listener: l.name, r: r, start: time.Now()}, w, r) {
+				return
 			}
 			l.handler.ServeHTTP(w, r)
 		}),
@@ -68,11 +65,13 @@ func (l *listener) startTCP(ln net.Listener) *tcpIngress {
 				return l.tls.Load().tcp, nil
 			},
 		},
-		Protocols:         &protos,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: h2MaxConcurrentStreams},
-		ReadHeaderTimeout: tcpReadHeaderTimeout,
-		IdleTimeout:       tcpIdleTimeout,
-		MaxHeaderBytes:    tcpMaxHeaderBytes,
+		Protocols: &protos,
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
+		// Also the TLS handshake's timeout (Go takes the lowest of the
+		// read and write timeouts for it).
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		// Handshake failures and malformed requests are the client's, and
 		// frequent at an edge: debug level.
 		ErrorLog: g.log.Named("tcp").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
@@ -87,7 +86,7 @@ func (l *listener) startTCP(ln net.Listener) *tcpIngress {
 	}
 	go func() {
 		defer close(t.done)
-		if err := t.server.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := t.server.ServeTLS(newLimitListener(ln, l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			g.log.Error("listener stopped", "listener", l.name, "protocol", "tcp", "error", err)
 		}
 	}()

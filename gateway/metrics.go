@@ -252,6 +252,7 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 		}
 		g.metrics.flush(time.Now(), g.liveUpstream)
 		g.metrics.sampleConns()
+		g.sampleTLS(time.Now())
 		for name, u := range g.table.Load().upstreams {
 			var inFlight int64
 			eligible := 0

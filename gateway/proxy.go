@@ -23,11 +23,13 @@ var hopHeaders = []string{
 }
 
 // removeHopHeaders deletes hop-by-hop fields, including those listed in
-// Connection, from h in place.
+// Connection, from h in place. Early-Data stays even when listed: it is
+// never connection-specific and an intermediary must not remove it
+// (RFC 8470 §5.1), so the gateway's own mark cannot be struck that way.
 func removeHopHeaders(h http.Header) {
 	for _, v := range h["Connection"] {
 		for _, f := range strings.Split(v, ",") {
-			if f = textproto.TrimString(f); f != "" {
+			if f = textproto.TrimString(f); f != "" && !strings.EqualFold(f, "Early-Data") {
 				h.Del(f)
 			}
 		}
@@ -102,6 +104,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	if r.Host != "" {
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
+	setClientCert(ctx, out.Header, r) // clientcert.go
 	var wb *watchedBody
 	if out.Body != nil {
 		wb = &watchedBody{ReadCloser: out.Body}

@@ -79,6 +79,8 @@ const (
 	bodyIncomplete       // the stream ended before Content-Length: malformed (RFC 9114 §4.1.2)
 	bodyMalformed        // more data than Content-Length, or bad trailers: malformed (RFC 9114 §4.1.2)
 	bodyCanceled         // the client reset the stream or went away
+	bodyTooLarge         // longer than max_request_body_bytes (limits.go)
+	bodyTimeout          // the client stalled for client_body_timeout (stallbody.go)
 )
 
 // bodyErrorKind classifies an error reading the client's body. Resets,
@@ -92,6 +94,10 @@ func bodyErrorKind(err error) int32 {
 	var te *quic.TransportError
 	var sr *quic.StatelessResetError
 	switch {
+	case errors.Is(err, errClientBodyTimeout):
+		return bodyTimeout
+	case isBodyTooLarge(err):
+		return bodyTooLarge
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return bodyIncomplete
 	case errors.Is(err, errBodyMalformed):

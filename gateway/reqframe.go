@@ -18,7 +18,9 @@ const bodyProbeWait = 200 * time.Millisecond
 var probeWait = func() *atomic.Int64 { var v atomic.Int64; v.Store(int64(bodyProbeWait)); return &v }()
 
 // readDeadliner is quic-go's HTTP/3 ResponseWriter: a read deadline on the
-// request stream (what http.ResponseController.SetReadDeadline calls).
+// request stream (what http.ResponseController.SetReadDeadline calls). Go's
+// HTTP/1.1 and HTTP/2 ResponseWriters have the method too, with other
+// effects (see settleBody).
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 // pastDeadline is a read deadline that has always passed.

@@ -173,23 +173,17 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 				}
 			}
 		}
+		l.EarlyData = b.boolean(r.EarlyData, false)
+		if l.EarlyData && !contains(l.Protocols, "h3") {
+			b.add(hcl2.DiagWarning, b.subject(r.EarlyData), "No effect", b.field(r.EarlyData.Name)+": early data is 0-RTT on QUIC, and this listener does not serve HTTP/3 (protocols has no \"h3\"); Go's TLS server over TCP does not accept early data.")
+		}
+
+		l.Limits = buildListenerLimits(b, r.Limits)
 
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
 		} else {
-			tb := b.child("tls", r.TLS.DefRange)
-			var certOK, keyOK bool
-			l.TLS.CertFile, certOK = tb.fileOK(r.TLS.CertFile)
-			l.TLS.KeyFile, keyOK = tb.fileOK(r.TLS.KeyFile)
-			if r.TLS.CertFile == nil || l.TLS.CertFile == "" {
-				tb.errorf(r.TLS.CertFile, "cert_file", "Missing certificate", "cert_file is required.")
-			}
-			if r.TLS.KeyFile == nil || l.TLS.KeyFile == "" {
-				tb.errorf(r.TLS.KeyFile, "key_file", "Missing private key", "key_file is required.")
-			}
-			if certOK && keyOK {
-				tb.keyPair(r.TLS.CertFile, r.TLS.KeyFile, l.TLS.CertFile, l.TLS.KeyFile)
-			}
+			l.TLS = buildListenerTLS(b.child("tls", r.TLS.DefRange), r.TLS) // listenertls.go
 		}
 		if !dup {
 			out = append(out, l)

@@ -69,6 +69,8 @@ const (
 
 	// DefaultAltSvcMaxAge is listener.alt_svc_max_age when absent.
 	DefaultAltSvcMaxAge = 24 * time.Hour
+	// DefaultClientAuth is listener.tls.client_auth when absent.
+	DefaultClientAuth = "none"
 
 	// DefaultLoadBalancing is upstream.load_balancing when absent.
 	DefaultLoadBalancing = "round_robin"
@@ -281,13 +283,17 @@ type Listener struct {
 	// AltSvcMaxAge is the Alt-Svc max age (default DefaultAltSvcMaxAge;
 	// whole seconds, 1s..365 days).
 	AltSvcMaxAge time.Duration
-	// TLS holds the server certificate; CertFile and KeyFile are required and
-	// must exist.
-	TLS TLS
+	// EarlyData accepts TLS 1.3 early data (0-RTT, RFC 8470) on the QUIC
+	// side; default false. It has no effect on TCP.
+	EarlyData bool
+	// TLS holds the server certificates and the client-certificate policy.
+	TLS ListenerTLS
 	// Range is the listener block's definition range (`listener "NAME"`).
 	Range hcl2.Range
 	// AddressRange is the source range of address, for bind errors.
 	AddressRange hcl2.Range
+	// Limits is the limits block, defaulted (DefaultListenerLimits).
+	Limits ListenerLimits
 }
 
 // Upstream is an upstream "NAME" block: routes plus the backends they go to.
@@ -322,6 +328,8 @@ type Upstream struct {
 	Timeouts Timeouts
 	// Range is the upstream block's definition range (`upstream "NAME"`).
 	Range hcl2.Range
+	// Limits is the limits block (zero when absent).
+	Limits UpstreamLimits
 }
 
 // Route is upstream.route: which requests go to the upstream.
@@ -403,16 +411,15 @@ type OutlierDetection struct {
 	MaxEjectionPercent int
 }
 
-// TLS is a tls block. For listeners CertFile/KeyFile are the server
-// certificate; for consul and upstream blocks they are an optional client
-// certificate (both or neither) and CAFile replaces the system roots. Every
-// file named must exist when the configuration is loaded.
+// TLS is a client-side tls block (consul, upstream): CertFile/KeyFile are
+// an optional client certificate (both or neither) and CAFile replaces the
+// system roots. Every file named must exist when the configuration is
+// loaded. A listener's tls block is a ListenerTLS.
 type TLS struct {
 	// CAFile is a PEM bundle of roots that replaces the system roots
 	// (client side only; must exist when set).
 	CAFile string
-	// CertFile is a PEM certificate (chain): the server certificate of a
-	// listener (required) or an optional client certificate.
+	// CertFile is a PEM certificate (chain): an optional client certificate.
 	CertFile string
 	// KeyFile is the PEM private key of CertFile; set exactly when CertFile is.
 	KeyFile string
@@ -425,6 +432,46 @@ type TLS struct {
 	// CAFileRange, CertFileRange and KeyFileRange are the source ranges of
 	// those values (zero when absent), for errors found when loading them.
 	CAFileRange, CertFileRange, KeyFileRange hcl2.Range
+}
+
+// ListenerTLS is a listener's tls block: the certificates it serves and
+// how it treats client certificates. Every file named loads when the
+// configuration is loaded (validate checks them too).
+type ListenerTLS struct {
+	// CertFile and KeyFile are the default certificate (a PEM chain) and
+	// its key: served when no Certificates entry covers the name the client
+	// asked for (SNI), or it asked for none. Required.
+	CertFile, KeyFile string
+	// Certificates are the certificate blocks, in source order: more
+	// certificates, chosen by the DNS names of their Subject Alternative
+	// Names (exact, then "*.suffix" covering one label); each has at least
+	// one DNS SAN.
+	Certificates []Certificate
+	// ClientAuth is "none" (the default), "request" (a client certificate
+	// is verified when sent) or "require" (no handshake without one that
+	// verifies).
+	ClientAuth string
+	// ClientCAFile is the PEM bundle of the CAs client certificates must
+	// chain to; required unless ClientAuth is "none".
+	ClientCAFile string
+	// ForwardClientCert sends the verified client certificate's identity to
+	// backends in X-Forwarded-Client-Cert (Envoy's format); default false. A
+	// client's own copy of that header is always removed.
+	ForwardClientCert bool
+	// CertFileRange, KeyFileRange and ClientCAFileRange are the source
+	// ranges of those values, for errors found when loading them.
+	CertFileRange, KeyFileRange, ClientCAFileRange hcl2.Range
+}
+
+// Certificate is a listener tls block's certificate block.
+type Certificate struct {
+	// CertFile is a PEM certificate (chain), KeyFile its private key; both
+	// required.
+	CertFile, KeyFile string
+	// CertFileRange and KeyFileRange are the source ranges of those values.
+	CertFileRange, KeyFileRange hcl2.Range
+	// Range is the block's definition range.
+	Range hcl2.Range
 }
 
 // Timeouts is upstream.timeouts; every value is > 0.

@@ -492,8 +492,12 @@ func TestFullExample(t *testing.T) {
 		t.Errorf("globals differ from Default(): %+v", cfg)
 	}
 	l := cfg.Listeners[0]
-	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour ||
-		withoutRanges(l.TLS) != (TLS{CertFile: "testdata/certs/cert.pem", KeyFile: "testdata/certs/key.pem"}) {
+	lt := l.TLS
+	if l.Name != "public" || l.Address != "0.0.0.0:8443" || !slices.Equal(l.Protocols, []string{"h1", "h2", "h3"}) || l.AltSvcPort != 0 || l.AltSvcMaxAge != 24*time.Hour || l.EarlyData ||
+		lt.CertFile != "testdata/certs/cert.pem" || lt.KeyFile != "testdata/certs/key.pem" || lt.ClientAuth != DefaultClientAuth ||
+		lt.ClientCAFile != "" || lt.ForwardClientCert || len(lt.Certificates) != 1 ||
+		lt.Certificates[0].CertFile != "testdata/certs/a.test.pem" || lt.Certificates[0].KeyFile != "testdata/certs/a.test-key.pem" ||
+		lt.Certificates[0].CertFileRange.Start.Line != 68 || lt.CertFileRange.Start.Line != 62 {
 		t.Errorf("listener = %+v", l)
 	}
 	u := cfg.Upstreams[0]
@@ -506,7 +510,10 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if u.Range.Start.Line != 66 || u.Routes[0].Range.Start.Line != 71 || u.Backends[0].Range.Start.Line != 77 {
+	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) {
+		t.Errorf("limits = %+v, %+v; want the defaults", l.Limits, u.Limits)
+	}
+	if u.Range.Start.Line != 84 || u.Routes[0].Range.Start.Line != 89 || u.Backends[0].Range.Start.Line != 95 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

@@ -73,9 +73,22 @@ type rawTLS struct {
 	InsecureSkipVerify *hcl2.Attribute `hcl:"insecure_skip_verify,optional"`
 }
 
-// rawListenerTLS is the server-side tls block of a listener: only the
-// certificate and its key.
+// rawListenerTLS is the server-side tls block of a listener: the default
+// certificate, more certificates chosen by SNI, the client policy.
 type rawListenerTLS struct {
+	DefRange hcl2.Range `hcl:",def_range"`
+
+	CertFile          *hcl2.Attribute `hcl:"cert_file,optional"`
+	KeyFile           *hcl2.Attribute `hcl:"key_file,optional"`
+	ClientAuth        *hcl2.Attribute `hcl:"client_auth,optional"`
+	ClientCAFile      *hcl2.Attribute `hcl:"client_ca_file,optional"`
+	ForwardClientCert *hcl2.Attribute `hcl:"forward_client_cert,optional"`
+
+	Certificates []*rawCertificate `hcl:"certificate,block"`
+}
+
+// rawCertificate is listener.tls.certificate (repeatable).
+type rawCertificate struct {
 	DefRange hcl2.Range `hcl:",def_range"`
 
 	CertFile *hcl2.Attribute `hcl:"cert_file,optional"`
@@ -132,10 +145,13 @@ type rawListener struct {
 	Protocols    *hcl2.Attribute `hcl:"protocols,optional"`
 	AltSvcPort   *hcl2.Attribute `hcl:"alt_svc_port,optional"`
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
+	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
 
-	TLSs []*rawListenerTLS `hcl:"tls,block"`
+	TLSs    []*rawListenerTLS    `hcl:"tls,block"`
+	Limitss []*rawListenerLimits `hcl:"limits,block"` // limits.go
 
-	TLS *rawListenerTLS // set by collapse
+	TLS    *rawListenerTLS    // set by collapse
+	Limits *rawListenerLimits // set by collapse
 }
 
 // rawUpstream is an upstream "NAME" block.
@@ -154,6 +170,7 @@ type rawUpstream struct {
 	OutlierDetections []*rawOutlierDetection `hcl:"outlier_detection,block"`
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
+	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"` // limits.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -161,6 +178,7 @@ type rawUpstream struct {
 	OutlierDetection *rawOutlierDetection
 	TLS              *rawTLS
 	Timeouts         *rawTimeouts
+	Limits           *rawUpstreamLimits
 }
 
 // rawRoute is upstream.route.
@@ -249,6 +267,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	}
 	for _, l := range f.Listeners {
 		l.TLS = one(l.TLSs, fmt.Sprintf("listener %q", l.Name), "tls", diags)
+		l.Limits = one(l.Limitss, fmt.Sprintf("listener %q", l.Name), "limits", diags)
 	}
 	for _, u := range f.Upstreams {
 		path := fmt.Sprintf("upstream %q", u.Name)
@@ -257,6 +276,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		u.OutlierDetection = one(u.OutlierDetections, path, "outlier_detection", diags)
 		u.TLS = one(u.TLSs, path, "tls", diags)
 		u.Timeouts = one(u.Timeoutss, path, "timeouts", diags)
+		u.Limits = one(u.Limitss, path, "limits", diags)
 	}
 }
 

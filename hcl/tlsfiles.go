@@ -143,16 +143,16 @@ func trimLibPrefix(err error) string {
 // keyPair checks the certificate and key a tls block names (both already
 // found to be regular files) with LoadKeyPair, reporting an error at the
 // attribute of the file at fault and a warning for a certificate outside
-// its validity period.
-func (b blk) keyPair(certAttr, keyAttr *hcl2.Attribute, certFile, keyFile string) {
+// its validity period. It returns the leaf, nil when the pair is unusable.
+func (b blk) keyPair(certAttr, keyAttr *hcl2.Attribute, certFile, keyFile string) *x509.Certificate {
 	cert, err := LoadKeyPair(certFile, keyFile)
 	if err != nil {
 		b.tlsError(err, map[string]*hcl2.Attribute{"cert_file": certAttr, "key_file": keyAttr})
-		return
+		return nil
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
-		return
+		return nil
 	}
 	t := time.Now()
 	switch {
@@ -163,6 +163,7 @@ func (b blk) keyPair(certAttr, keyAttr *hcl2.Attribute, certFile, keyFile string
 		b.add(hcl2.DiagWarning, b.subject(certAttr), "Certificate not yet valid",
 			fmt.Sprintf("%s: %q (%s) is valid only from %s; peers will reject it until then.", b.field("cert_file"), certFile, certName(leaf), leaf.NotBefore.UTC().Format(time.RFC3339)))
 	}
+	return leaf
 }
 
 // caFile checks a ca_file (already found to be a regular file) with

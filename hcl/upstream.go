@@ -136,6 +136,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		u.Timeouts.ResponseHeader = tb.duration(t.ResponseHeader, DefaultResponseHeaderTimeout, positive, 0)
 		u.Timeouts.Idle = tb.duration(t.Idle, DefaultIdleTimeout, positive, 0)
 	}
+	u.Limits = buildUpstreamLimits(b, r.Limits)
 	return u
 }
 

@@ -1,6 +1,7 @@
 # impulse-agent as a Consul-registered edge gateway: one instance per client
-# node (system job), HTTP/3 on UDP 443, backends discovered from Consul.
-# Scale out by adding nodes; put DNS or an L4 (UDP) balancer in front.
+# node (system job), HTTP/3 on UDP 443 and HTTP/1.1 + HTTP/2 on TCP 443,
+# backends discovered from Consul. Scale out by adding nodes; put DNS or an
+# L4 balancer (TCP and UDP 443) in front.
 #
 # Nomad registers the gateway in Consul (service "impulse-edge") with
 # /v1/ready as its check, and deregisters it shutdown_delay before it sends
@@ -24,9 +25,9 @@ job "impulse-edge" {
       name     = "impulse-edge"
       port     = "https"
       provider = "consul"
-      tags     = ["h3"]
+      tags     = ["h1", "h2", "h3"]
       meta {
-        protocol = "http3"
+        protocols = "h1,h2,h3"
       }
       check {
         name     = "ready"

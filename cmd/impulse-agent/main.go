@@ -75,8 +75,8 @@ func runAgent(args []string, stderr io.Writer) int {
 	var opts agent.Options
 	var configs stringsFlag
 	fs.Var(&configs, "config", "configuration file or directory (repeatable)")
-	fs.BoolVar(&opts.Dev, "dev", false, "run the embedded default: HTTP/3 on 127.0.0.1:8443, two demo backends, no Consul")
-	fs.StringVar(&opts.DevListener, "dev-listen", "", "with -dev: HTTP/3 listener address (default 127.0.0.1:8443)")
+	fs.BoolVar(&opts.Dev, "dev", false, "run the embedded default: HTTP/1.1, HTTP/2 and HTTP/3 on 127.0.0.1:8443, two demo backends, no Consul")
+	fs.StringVar(&opts.DevListener, "dev-listen", "", "with -dev: listener address, UDP and TCP (default 127.0.0.1:8443)")
 	fs.StringVar(&opts.DevControl, "dev-control", "", "with -dev: control API address (default 127.0.0.1:9901)")
 	fs.StringVar(&opts.LogLevel, "log-level", "", "trace | debug | info | warn | error (overrides log_level)")
 	logJSON := fs.Bool("log-json", false, "log as JSON (overrides log_json)")

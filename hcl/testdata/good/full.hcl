@@ -57,9 +57,27 @@ listener "public" {               # no default: at least one listener is require
   protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
   alt_svc_port    = 0             # advertised in Alt-Svc over TCP; 0 = the listener's port
   alt_svc_max_age = "24h"
+  early_data      = false         # 0-RTT on QUIC; unsafe methods in early data get 425 (README)
   tls {                           # required; both files must load as a matching pair
-    cert_file = "testdata/certs/cert.pem"
-    key_file  = "testdata/certs/key.pem"
+    cert_file           = "testdata/certs/cert.pem" # the default certificate: for a name no certificate block covers, or no SNI
+    key_file            = "testdata/certs/key.pem"
+    client_auth         = "none"  # none | request (a certificate sent must verify) | require (no handshake without one)
+    client_ca_file      = ""      # PEM CAs of client certificates; required unless client_auth = "none"
+    forward_client_cert = false   # send a verified client certificate to backends as X-Forwarded-Client-Cert
+    certificate {                 # not the default (none); repeatable; chosen by SNI from the DNS names of its SANs
+      cert_file = "testdata/certs/a.test.pem"
+      key_file  = "testdata/certs/a.test-key.pem"
+    }
+  }
+  limits {                        # every protocol where it applies (README "Limits")
+    max_header_bytes       = 65536  # 431 beyond; 1 KiB..16 MiB
+    max_uri_bytes          = 8192   # 414 uri_too_long beyond; 64..1048576
+    max_request_body_bytes = 0      # 413 body_too_large beyond; 0 = none
+    read_header_timeout    = "10s"  # TLS handshake and HTTP/1.1 headers; the QUIC handshake idle timeout
+    client_body_timeout    = "60s"  # 408 client_body_timeout when the client's body stalls this long
+    idle_timeout           = "2m"   # a connection without requests closes
+    max_connections        = 0      # TCP and QUIC together; 0 = none
+    max_concurrent_streams = 250    # per HTTP/2 or HTTP/3 connection
   }
 }
 
@@ -116,6 +134,10 @@ upstream "web" {
     connect         = "2s"
     response_header = "30s"       # exceeding it answers 504
     idle            = "90s"       # how long an idle backend connection is kept
+  }
+
+  limits {
+    max_request_body_bytes = 0    # replaces the listener's for requests routed here; 0 = the listener's
   }
 }
 

@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// adaptH1 is the HTTP/1.1 part of the TCP adapter: what only an HTTP/1.1
+// request can carry is settled here, so the pipeline sees what HTTP/2 and
+// HTTP/3 would give it. It reports false when it answered r itself.
+//
+//   - The absolute form of the request-target ("GET https://host/p",
+//     RFC 9112 §3.2.2), which a server must accept, becomes the origin form,
+//     and its authority replaces Host (RFC 9112 §3.2.2: a server ignores the
+//     Host field then). Only http and https are accepted: anything else is
+//     not a request for this origin (400 invalid_path).
+//   - A chunked request closes the connection after the response. Go's
+//     server drops a Content-Length sent next to Transfer-Encoding without
+//     telling, and such a request must close the connection (RFC 9112 §6.1,
+//     §11.2): a front proxy that framed it by Content-Length has left the
+//     rest on this connection as a smuggled request. Closing after every
+//     chunked request is the only way to close after those.
+func adaptH1(rec recorder, w http.ResponseWriter, r *http.Request) bool {
+	if r.ProtoMajor != 1 {
+		return true
+	}
+	if r.URL.IsAbs() || r.URL.Host != "" {
+		scheme := strings.ToLower(r.URL.Scheme)
+		rest, ok := strings.CutPrefix(r.RequestURI[len(scheme):], "://")
+		if (scheme != "http" && scheme != "https") || !ok {
+			rec.finish(w, nil, nil, http.StatusBadRequest, "invalid_path")
+			return false
+		}
+		target := "/"
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			target = rest[i:]
+			if target[0] == '?' {
+				target = "/" + target
+			}
+		}
+		r.RequestURI, r.Host = target, r.URL.Host
+		r.URL.Scheme, r.URL.Host = "", ""
+	}
+	if slices.Contains(r.TransferEncoding, "chunked") {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	return true
+}
