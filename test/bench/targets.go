@@ -145,7 +145,7 @@ func (e *env) startBare() (*server, error) {
 	return e.ready(&server{Key: keyBare, Proto: "h3", Base: "https://" + m["h3"].(string), proc: c})
 }
 
-// agentHCL is the agent configuration: one HTTP/3 listener and the control
+// agentHCL is the agent configuration: one listener (HTTP/3, and HTTP/1.1 and HTTP/2 over TLS on the same port where the build has the TCP ingress) and the control
 // API on kernel-chosen loopback ports, every path routed to backendURL
 // (http:// = HTTP/1.1, https:// = HTTP/2 over TLS trusting the bench
 // certificate).
