@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# Load benchmark of impulse-agent (issue 5), behind `make bench`.
+# Load benchmark of impulse-agent (issues 5 and 10), behind `make bench`.
 #
 # On loopback, in one run, side by side: the backend direct (HTTP/1.1), a
 # bare quic-go HTTP/3 server (the ceiling), impulse-agent -> HTTP/1.1
-# backend, impulse-agent -> HTTP/2-over-TLS backend, and Caddy (Debian
-# package) as an HTTP/3 reverse proxy; then idle-connection memory and
+# backend, impulse-agent -> HTTP/2-over-TLS backend, Caddy v2.11.9 and
+# Traefik v3.6.12 (both built once and cached, scripts/caddy.sh and
+# scripts/traefik.sh), Debian's Caddy as a second Caddy row, and with
+# BASELINE a build of an earlier commit of the agent; HTTP/3 first, then
+# HTTP/2 and HTTP/1.1 over TLS with h2load; then idle-connection memory and
 # 1 GiB transfers. See test/bench/README.md.
 #
 # Environment:
-#   QUICK=1          smoke run (about 2 minutes)
+#   QUICK=1          smoke run (about 3 minutes)
 #   RUNS=N           alternating runs per target and shape (default 5)
 #   DURATION=3s      measured time per run; WARMUP=1s warm-up per run
 #   IDLE_N=1000      idle connections of the memory test
 #   LARGE_SIZE=N     bytes per large transfer (default 1 GiB)
-#   SECTIONS=...     matrix,memory,large (default all three)
-#   SHAPES=...       matrix payloads: small,down,up (default all three)
-#   PERF=5s          also profile the agent with perf under the small GET
-#   CADDY=none       skip Caddy; CADDY=/path/to/caddy uses that binary
+#   SECTIONS=...     matrix,tcp,memory,large (default all four)
+#   SHAPES=...       HTTP/3 matrix payloads: small,down,up (default all three)
+#   PERF=5s          also profile the agent with perf under the HTTP/3 small GET
+#   PPROF=5s         also take Go CPU profiles of the agent under HTTP/2 and HTTP/1.1 small GETs (go tool pprof -top)
+#   CADDY=none       skip Caddy v2.11.9; CADDY=/path/to/caddy uses that binary
+#   CADDY_DEB=none   skip Debian's Caddy (installed when missing); CADDY_DEB=/path uses that binary
+#   TRAEFIK=none     skip Traefik; TRAEFIK=/path/to/traefik uses that binary
+#   H2LOAD=none      skip the TCP section (h2load, from nghttp2-client, installed when missing)
+#   BASELINE=REF     also build the agent at git REF (e.g. HEAD~1) and compare its HTTP/3 small GETs
+#   AGENT_BASE=/path use this binary as the baseline instead
 #   AGENT=/path      use this impulse-agent binary instead of building ./cmd/impulse-agent
 #   BENCH_ARGS=...   more flags for `bench run` (see `go run ./test/bench run -h`)
 set -euo pipefail
@@ -25,18 +34,33 @@ GO=${GO:-go}
 
 log() { echo "bench.sh: $*" >&2; }
 
-# Caddy from Debian, installed when missing (root and apt-get needed).
-if [ "${CADDY:-}" != none ] && [ -z "${CADDY:-}" ] && ! command -v caddy >/dev/null 2>&1; then
+# Debian packages installed when missing (root and apt-get needed): caddy
+# (the second Caddy row) and nghttp2-client (h2load, the TCP section).
+apt_install() { # COMMAND PACKAGE WHAT
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    log "installing caddy from Debian (apt-get install caddy)"
+    log "installing $2 from Debian (apt-get install $2)"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends caddy >&2; then
-      apt-get update -q >&2 && apt-get install -y -q --no-install-recommends caddy >&2 ||
-        log "could not install caddy; its rows are skipped"
+    if ! apt-get install -y -q --no-install-recommends "$2" >&2; then
+      apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "$2" >&2 ||
+        log "could not install $2; $3 skipped"
     fi
   else
-    log "caddy not found and not installable here (needs root and apt-get); its rows are skipped"
+    log "$1 not found and not installable here (needs root and apt-get); $3 skipped"
   fi
+}
+[ -z "${CADDY_DEB:-}" ] && apt_install caddy caddy "the Debian Caddy rows are"
+[ -z "${H2LOAD:-}" ] && apt_install h2load nghttp2-client "the TCP section is"
+if [ -z "${CADDY_DEB:-}" ]; then CADDY_DEB=$(command -v caddy || echo none); fi
+if [ -z "${H2LOAD:-}" ]; then H2LOAD=$(command -v h2load || echo none); fi
+
+# Caddy v2.11.9 and Traefik v3.6.12, built once and cached (the first
+# Traefik build takes about 7 minutes on 2 cores).
+if [ -z "${CADDY:-}" ]; then
+  CADDY=$(scripts/caddy.sh) || { log "building caddy failed; its rows are skipped"; CADDY=none; }
+fi
+if [ -z "${TRAEFIK:-}" ]; then
+  TRAEFIK=$(scripts/traefik.sh) || { log "building traefik failed; its rows are skipped"; TRAEFIK=none; }
 fi
 
 # quic-go wants ~7.5 MB UDP socket buffers; below that it prints "failed to
@@ -70,6 +94,17 @@ if [ -z "${AGENT:-}" ]; then
 fi
 log "building the bench tool"
 "$GO" build -o "$dir/bench" ./test/bench
+base=${AGENT_BASE:-}
+base_name=base
+if [ -z "$base" ] && [ -n "${BASELINE:-}" ]; then
+  rev=$(git rev-parse --verify "${BASELINE}^{commit}")
+  log "building impulse-agent at $BASELINE ($(git log -1 --format='%h %s' "$rev")) as the baseline"
+  mkdir "$dir/base-src"
+  git archive "$rev" | tar -x -C "$dir/base-src"
+  (cd "$dir/base-src" && "$GO" build -o "$dir/impulse-agent-base" ./cmd/impulse-agent)
+  base=$dir/impulse-agent-base
+  base_name=$(git rev-parse --short "$rev")
+fi
 
 args=(-agent "$agent")
 [ -n "${QUICK:-}" ] && args+=(-quick)
@@ -81,7 +116,9 @@ args=(-agent "$agent")
 [ -n "${SECTIONS:-}" ] && args+=(-sections "$SECTIONS")
 [ -n "${SHAPES:-}" ] && args+=(-shapes "$SHAPES")
 [ -n "${PERF:-}" ] && args+=(-perf "$PERF")
-[ -n "${CADDY:-}" ] && args+=(-caddy "$CADDY")
+[ -n "${PPROF:-}" ] && args+=(-pprof "$PPROF")
+[ -n "$base" ] && args+=(-agent-base "$base" -agent-base-name "$base_name")
+args+=(-caddy "$CADDY" -caddy-deb "$CADDY_DEB" -traefik "$TRAEFIK" -h2load "$H2LOAD")
 # shellcheck disable=SC2206 # BENCH_ARGS is split on purpose
 [ -n "${BENCH_ARGS:-}" ] && args+=(${BENCH_ARGS})
 

@@ -17,11 +17,16 @@ import (
 
 // harnessOpts are the flags of `bench run`.
 type harnessOpts struct {
-	agentBin string
-	caddyBin string
-	runs     int
-	duration time.Duration
-	warmup   time.Duration
+	agentBin     string
+	agentBaseBin string
+	agentBaseTag string
+	caddyBin     string
+	caddyDebBin  string
+	traefikBin   string
+	h2loadBin    string
+	runs         int
+	duration     time.Duration
+	warmup       time.Duration
 	// warmupBulk is the warm-up of the 1 MiB shapes: 50 concurrent 1 MiB
 	// transfers start in one wave, which takes a while to spread out.
 	warmupBulk time.Duration
@@ -32,6 +37,7 @@ type harnessOpts struct {
 	sections   string
 	shapes     string
 	perf       time.Duration
+	pprof      time.Duration
 	noise      float64
 	pin        bool
 	keep       bool
@@ -59,6 +65,11 @@ func runHarness(args []string) error {
 	quick := fs.Bool("quick", false, "smoke run: 2 runs of 1 s, 200 idle connections, 64 MiB transfers")
 	fs.StringVar(&o.agentBin, "agent", "", "impulse-agent binary (required)")
 	fs.StringVar(&o.caddyBin, "caddy", "", "caddy binary (empty: from PATH; \"none\": skip Caddy)")
+	fs.StringVar(&o.caddyDebBin, "caddy-deb", "none", "a second caddy binary, Debian's 2.6 (\"none\": no second row)")
+	fs.StringVar(&o.traefikBin, "traefik", "none", "traefik binary (\"none\": skip Traefik)")
+	fs.StringVar(&o.agentBaseBin, "agent-base", "", "a build of the previous commit of impulse-agent: an extra row in the HTTP/3 small GETs")
+	fs.StringVar(&o.agentBaseTag, "agent-base-name", "base", "the name of the -agent-base build in its row label (a commit)")
+	fs.StringVar(&o.h2loadBin, "h2load", "", "h2load binary for the TCP section (empty: from PATH; \"none\": skip the section)")
 	fs.IntVar(&o.runs, "runs", 5, "alternating runs per target and shape")
 	fs.DurationVar(&o.duration, "d", 3*time.Second, "measured time per run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per run (small GET)")
@@ -67,9 +78,10 @@ func runHarness(args []string) error {
 	fs.IntVar(&o.memRuns, "mem-runs", 3, "alternating runs of the memory test")
 	fs.Int64Var(&o.largeSize, "large-size", 1<<30, "bytes per large transfer")
 	fs.IntVar(&o.largeRuns, "large-runs", 3, "alternating runs of each large transfer")
-	fs.StringVar(&o.sections, "sections", "matrix,memory,large", "comma-separated: matrix, memory, large (\"none\" with -perf: only the profile)")
+	fs.StringVar(&o.sections, "sections", "matrix,tcp,memory,large", "comma-separated: matrix, tcp, memory, large (\"none\" with -perf or -pprof: only the profile)")
 	fs.StringVar(&o.shapes, "shapes", "small,down,up", "comma-separated matrix payloads: small (64 B GET), down (1 MiB download), up (1 MiB upload)")
 	fs.DurationVar(&o.perf, "perf", 0, "also profile the agent under small-GET load with perf for this long (0: no)")
+	fs.DurationVar(&o.pprof, "pprof", 0, "also take Go CPU profiles of the agent under small GETs over HTTP/2 (1 conn × 50 streams) and HTTP/1.1 (50 conns), h2load, this long each (0: no)")
 	fs.Float64Var(&o.noise, "noise", 0.15, "relative gap below which a comparison is noise")
 	fs.BoolVar(&o.pin, "pin", true, "pin the server under test to CPU 0 and the rest to CPU 1 (needs taskset and 2 CPUs)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, perf.data) and print its path")
@@ -130,13 +142,27 @@ func newEnv(o *harnessOpts) (*env, error) {
 	if e.agentBin, err = filepath.Abs(o.agentBin); err != nil {
 		return nil, err
 	}
-	switch o.caddyBin {
-	case "none":
-	case "":
-		e.caddyBin, _ = exec.LookPath("caddy")
-	default:
-		e.caddyBin = o.caddyBin
+	lookup := func(flagValue, name string) string {
+		switch flagValue {
+		case "none":
+			return ""
+		case "":
+			p, _ := exec.LookPath(name)
+			return p
+		}
+		return flagValue
 	}
+	e.caddyBin = lookup(o.caddyBin, "caddy")
+	e.caddyDebBin = lookup(o.caddyDebBin, "caddy")
+	e.traefikBin = lookup(o.traefikBin, "traefik")
+	e.h2loadBin = lookup(o.h2loadBin, "h2load")
+	if o.agentBaseBin != "" {
+		if e.agentBaseBin, err = filepath.Abs(o.agentBaseBin); err != nil {
+			return nil, err
+		}
+		targetLabels[keyAgentBase] = "impulse-agent " + o.agentBaseTag + " → h1"
+	}
+	e.labelVersions()
 	if e.dir, err = os.MkdirTemp("", "impulse-bench-"); err != nil {
 		return nil, err
 	}
@@ -178,18 +204,36 @@ func (e *env) run(o *harnessOpts) error {
 	e.backendH1, e.backendH2 = m["h1"].(string), m["h2"].(string)
 
 	keys := []string{keyDirect, keyBare, keyAgentH1, keyAgentH2}
-	if e.caddyBin != "" {
-		keys = append(keys, keyCaddy)
-	} else {
-		fmt.Println("note: no caddy binary (apt-get install caddy); Caddy rows and targets are skipped")
+	// Optional targets: skipped with a note when their binary is missing
+	// or they do not start.
+	optional := []struct {
+		key, bin, missing string
+	}{
+		{keyAgentBase, e.agentBaseBin, ""},
+		{keyCaddy, e.caddyBin, "no caddy binary (scripts/caddy.sh builds one); Caddy rows and targets are skipped"},
+		{keyCaddyDeb, e.caddyDebBin, ""},
+		{keyTraefik, e.traefikBin, "no traefik binary (scripts/traefik.sh builds one); Traefik rows are skipped"},
+	}
+	isOptional := map[string]bool{}
+	for _, opt := range optional {
+		isOptional[opt.key] = true
+		if opt.bin != "" {
+			keys = append(keys, opt.key)
+		} else if opt.missing != "" {
+			fmt.Println("note: " + opt.missing)
+		}
+	}
+	if o.has("tcp") && e.h2loadBin != "" {
+		keys = append(keys, keyDirectTLS)
+		isOptional[keyDirectTLS] = true
 	}
 	servers := map[string]*server{}
 	var order []*server
 	for _, k := range keys {
 		s, err := e.startServer(k)
 		if err != nil {
-			if k == keyCaddy {
-				fmt.Printf("note: Caddy did not start, skipped: %v\n", err)
+			if isOptional[k] {
+				fmt.Printf("note: %s did not start, skipped: %v\n", targetLabels[k], err)
 				continue
 			}
 			return fmt.Errorf("starting %s: %w", k, err)
@@ -208,12 +252,23 @@ func (e *env) run(o *harnessOpts) error {
 
 	v := &verdicts{noise: o.noise}
 	if o.has("matrix") {
-		e.runMatrix(order, o, v)
+		var h3 []*server
+		for _, s := range order {
+			if s.Proto == "h3" {
+				h3 = append(h3, s)
+			}
+		}
+		e.runMatrix(h3, o, v)
+	}
+	if o.has("tcp") {
+		e.runTCP(servers, o, v)
 	}
 	if o.has("memory") {
 		memKeys := []string{keyBare, keyAgentH1}
-		if servers[keyCaddy] != nil {
-			memKeys = append(memKeys, keyCaddy)
+		for _, k := range []string{keyCaddy, keyTraefik} {
+			if servers[k] != nil {
+				memKeys = append(memKeys, k)
+			}
 		}
 		e.runMemory(memKeys, o, v)
 	}
@@ -230,6 +285,9 @@ func (e *env) run(o *harnessOpts) error {
 	}
 	if o.perf > 0 {
 		e.runPerf(servers[keyAgentH1], o)
+	}
+	if o.pprof > 0 {
+		e.runPprof(servers[keyAgentH1], o)
 	}
 	checkUDP()
 	if !warned {

@@ -12,6 +12,7 @@ import (
 // shape is one load shape of the matrix: a payload at one concurrency.
 type shape struct {
 	key      string // "small", "down", "up"
+	proto    string // TCP section: "h2" or "h1" (over TLS, h2load); "" = HTTP/3
 	payload  string
 	path     string
 	bodySize int64
@@ -35,7 +36,22 @@ func (sh shape) rate(r Result) (rps, cpuPerReq float64) {
 
 // title names the shape in tables: "small GET (64 B), 1 conn × 50 streams".
 func (s shape) title() string {
+	switch s.proto {
+	case "h2":
+		return fmt.Sprintf("HTTP/2 over TLS, %s, %s", s.payload, s.concurrency())
+	case "h1":
+		return fmt.Sprintf("HTTP/1.1 over TLS, %s, %s", s.payload, s.concurrency())
+	}
 	return fmt.Sprintf("%s, %s", s.payload, s.concurrency())
+}
+
+// short names the shape in the targets table: "small 1×50", "h2 50×1".
+func (s shape) short() string {
+	name := s.key
+	if s.proto != "" {
+		name = s.proto
+	}
+	return fmt.Sprintf("%s %d×%d", name, s.conns, s.streams)
 }
 
 func (s shape) concurrency() string {
@@ -105,15 +121,16 @@ func summarize(sh shape, rs []Result) summary {
 	return s
 }
 
-// shapeTable renders the medians of one shape, with ratios to the bare
-// server.
-func shapeTable(sh shape, order []string, sums map[string]summary) *Table {
+// shapeTable renders the medians of one shape, with ratios to the target
+// base (the bare server; the TLS server in the TCP section), named baseName
+// in the header.
+func shapeTable(sh shape, order []string, sums map[string]summary, base, baseName string) *Table {
 	t := &Table{
 		Title: "── " + sh.title() + " ──",
 		Header: []string{"target", "req/s", "p50", "p99", "CPU/req", "srv CPU", "cli CPU", "errors",
-			"req/s ÷bare", "CPU/req ÷bare", "p99 ÷bare"},
+			"req/s ÷" + baseName, "CPU/req ÷" + baseName, "p99 ÷" + baseName},
 	}
-	bare, haveBare := sums[keyBare]
+	bare, haveBare := sums[base]
 	for _, k := range order {
 		s, ok := sums[k]
 		if !ok {
@@ -146,9 +163,18 @@ func (e *env) runMatrix(servers []*server, o *harnessOpts, v *verdicts) {
 	fmt.Println("1 MiB shapes: req/s and CPU/req count the body bytes moved in the window (÷ 1 MiB), so transfers")
 	fmt.Printf("in progress at its ends count in part; their warm-up is %s. Latency is over completed requests.\n", o.warmupBulk)
 	fmt.Println()
+	all := servers
 	for _, sh := range matrixShapes() {
 		if !listHas(o.shapes, sh.key) {
 			continue
+		}
+		// The extra rows (the previous build, Debian's Caddy) are for the
+		// small GETs only: they answer CPU questions and cost time.
+		servers = nil
+		for _, s := range all {
+			if sh.key == "small" || (s.Key != keyAgentBase && s.Key != keyCaddyDeb) {
+				servers = append(servers, s)
+			}
 		}
 		results := map[string][]Result{}
 		for r := range o.runs {
@@ -174,7 +200,7 @@ func (e *env) runMatrix(servers []*server, o *harnessOpts, v *verdicts) {
 		for k, rs := range results {
 			sums[k] = summarize(sh, rs)
 		}
-		fmt.Print(shapeTable(sh, order, sums).String())
+		fmt.Print(shapeTable(sh, order, sums, keyBare, "bare").String())
 		fmt.Println()
 		v.matrix(sh, sums)
 	}
@@ -205,7 +231,7 @@ func (v *verdicts) matrix(sh shape, sums map[string]summary) {
 	h1, okH1 := sums[keyAgentH1]
 	h2, okH2 := sums[keyAgentH2]
 	caddy, okCaddy := sums[keyCaddy]
-	short := sh.key + " " + fmt.Sprintf("%d×%d", sh.conns, sh.streams)
+	short := sh.short()
 	if sh.key == "small" && okBare {
 		if okH1 {
 			v.add("CPU/req agent→h1 ÷ bare", short, ratio(h1.cpuPerReq, bare.cpuPerReq), 2.0, true, fmtRatio)
@@ -213,6 +239,11 @@ func (v *verdicts) matrix(sh shape, sums map[string]summary) {
 		if okH2 {
 			v.add("CPU/req agent→h2 ÷ bare", short, ratio(h2.cpuPerReq, bare.cpuPerReq), 2.5, true, fmtRatio)
 		}
+	}
+	// Issue 10: the HTTP/3 small GET costs no more CPU than in the
+	// previous build, measured in the same run.
+	if base, ok := sums[keyAgentBase]; ok && okH1 && sh.key == "small" {
+		v.add("CPU/req agent→h1 ÷ previous build", short, ratio(h1.cpuPerReq, base.cpuPerReq), 1.0, true, fmtRatio)
 	}
 	if okH1 && okCaddy {
 		v.add("req/s agent→h1 ÷ Caddy", short, ratio(h1.rps, caddy.rps), 2.0, false, fmtRatio)
@@ -228,7 +259,7 @@ func (v *verdicts) matrix(sh shape, sums map[string]summary) {
 // table renders the verdicts.
 func (v *verdicts) table() *Table {
 	t := &Table{
-		Title:  "── impulse-agent against the targets of issue 5 (medians; ≈ = within the noise band) ──",
+		Title:  "── impulse-agent against the targets of issues 5 and 10 (medians; ≈ = within the noise band) ──",
 		Header: []string{"target", "shape", "measured", "goal", "verdict"},
 	}
 	for _, r := range v.rows {

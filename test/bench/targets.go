@@ -13,20 +13,29 @@ import (
 
 // Target keys, in table order.
 const (
-	keyDirect  = "direct"
-	keyBare    = "bare"
-	keyAgentH1 = "agent-h1"
-	keyAgentH2 = "agent-h2"
-	keyCaddy   = "caddy"
+	keyDirect    = "direct"
+	keyDirectTLS = "direct-tls"
+	keyBare      = "bare"
+	keyAgentH1   = "agent-h1"
+	keyAgentH2   = "agent-h2"
+	keyAgentBase = "agent-base"
+	keyCaddy     = "caddy"
+	keyCaddyDeb  = "caddy-deb"
+	keyTraefik   = "traefik"
 )
 
-// targetLabels are the row labels of the target keys.
+// targetLabels are the row labels of the target keys; newEnv puts the
+// versions of the Caddy and Traefik binaries in theirs.
 var targetLabels = map[string]string{
-	keyDirect:  "backend direct (h1)",
-	keyBare:    "bare quic-go h3",
-	keyAgentH1: "impulse-agent → h1",
-	keyAgentH2: "impulse-agent → h2/TLS",
-	keyCaddy:   "caddy → h1",
+	keyDirect:    "backend direct (h1)",
+	keyDirectTLS: "Go net/http TLS direct",
+	keyBare:      "bare quic-go h3",
+	keyAgentH1:   "impulse-agent → h1",
+	keyAgentH2:   "impulse-agent → h2/TLS",
+	keyAgentBase: "impulse-agent base → h1",
+	keyCaddy:     "caddy → h1",
+	keyCaddyDeb:  "caddy (Debian) → h1",
+	keyTraefik:   "traefik → h1",
 }
 
 // server is a running server under test.
@@ -34,7 +43,9 @@ type server struct {
 	Key   string
 	Proto string // what the load generator speaks to it
 	Base  string // scheme://host:port
-	proc  *child
+	// control is the agent's control API address (pprof is on it), or "".
+	control string
+	proc    *child
 }
 
 // PID is the process whose CPU and memory are measured.
@@ -46,7 +57,11 @@ type env struct {
 	dir               string
 	benchBin          string
 	agentBin          string
-	caddyBin          string
+	agentBaseBin      string // the previous build of the agent, or ""
+	caddyBin          string // Caddy built by scripts/caddy.sh, or ""
+	caddyDebBin       string // Debian's Caddy, or ""
+	traefikBin        string
+	h2loadBin         string
 	certFile, keyFile string
 	taskset           string // path, or "" when not pinning
 	sutCPU, auxCPU    string // the core of the server under test; of the rest
@@ -107,6 +122,16 @@ func (e *env) startDirect() (*server, error) {
 	return &server{Key: keyDirect, Proto: "h1", Base: "http://" + m["h1"].(string), proc: c}, nil
 }
 
+// startDirectTLS starts a dedicated backend on the server core serving
+// HTTP/2 and HTTP/1.1 over TLS (ALPN): the ceiling of the TCP section.
+func (e *env) startDirectTLS() (*server, error) {
+	c, m, err := e.startBackend("backend-direct-tls", e.sutCPU, false, true)
+	if err != nil {
+		return nil, err
+	}
+	return e.ready(&server{Key: keyDirectTLS, Proto: "h2", Base: "https://" + m["h2"].(string), proc: c})
+}
+
 // startBare starts the bare quic-go HTTP/3 server on the server core.
 func (e *env) startBare() (*server, error) {
 	c, err := e.start("bare", e.sutCPU, []string{e.benchBin, "bare", "-cert", e.certFile, "-key", e.keyFile})
@@ -120,7 +145,7 @@ func (e *env) startBare() (*server, error) {
 	return e.ready(&server{Key: keyBare, Proto: "h3", Base: "https://" + m["h3"].(string), proc: c})
 }
 
-// agentHCL is the agent configuration: one HTTP/3 listener and the control
+// agentHCL is the agent configuration: one listener (HTTP/3, and HTTP/1.1 and HTTP/2 over TLS on the same port where the build has the TCP ingress) and the control
 // API on kernel-chosen loopback ports, every path routed to backendURL
 // (http:// = HTTP/1.1, https:// = HTTP/2 over TLS trusting the bench
 // certificate).
@@ -132,7 +157,8 @@ func (e *env) agentHCL(backendURL string) string {
 	return fmt.Sprintf(`drain_timeout = "2s"
 
 control {
-  address = "127.0.0.1:0"
+  address      = "127.0.0.1:0"
+  enable_debug = true
 }
 
 listener "bench" {
@@ -161,26 +187,33 @@ func (e *env) startAgent(key string) (*server, error) {
 	if key == keyAgentH2 {
 		backendURL = "https://" + e.backendH2
 	}
+	bin := e.agentBin
+	if key == keyAgentBase {
+		bin = e.agentBaseBin
+	}
 	cfgFile := filepath.Join(e.dir, key+".hcl")
 	if err := os.WriteFile(cfgFile, []byte(e.agentHCL(backendURL)), 0o644); err != nil {
 		return nil, err
 	}
-	c, err := e.start(key, e.sutCPU, []string{e.agentBin, "-config=" + cfgFile, "-log-json"})
+	c, err := e.start(key, e.sutCPU, []string{bin, "-config=" + cfgFile, "-log-json"})
 	if err != nil {
 		return nil, err
 	}
-	var addr string
+	var addr, control string
 	_, err = c.waitLine(15*time.Second, func(l string) bool {
-		if strings.Contains(l, `"listener started"`) {
-			m, _ := decodeLine(l)
+		m, _ := decodeLine(l)
+		switch {
+		case strings.Contains(l, `"listener started"`) && addr == "":
 			addr, _ = m["address"].(string)
+		case strings.Contains(l, `"control API listening"`):
+			control, _ = m["address"].(string)
 		}
 		return addr != "" && strings.Contains(l, `"impulse-agent started"`)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return e.ready(&server{Key: key, Proto: "h3", Base: "https://" + addr, proc: c})
+	return e.ready(&server{Key: key, Proto: "h3", Base: "https://" + addr, control: control, proc: c})
 }
 
 // caddyfile is the Caddy configuration: HTTP/3 on (protocols h1 h2 h3),
@@ -204,23 +237,27 @@ https://127.0.0.1:%d {
 `, port, e.certFile, e.keyFile, e.backendH1)
 }
 
-// startCaddy starts Caddy on the server core.
-func (e *env) startCaddy() (*server, error) {
+// startCaddy starts Caddy (key keyCaddy or keyCaddyDeb) on the server core.
+func (e *env) startCaddy(key string) (*server, error) {
+	bin := e.caddyBin
+	if key == keyCaddyDeb {
+		bin = e.caddyDebBin
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(e.dir, "Caddyfile")
+	file := filepath.Join(e.dir, key+".Caddyfile")
 	if err := os.WriteFile(file, []byte(e.caddyfile(port)), 0o644); err != nil {
 		return nil, err
 	}
-	home := filepath.Join(e.dir, "caddy-home")
-	c, err := e.start("caddy", e.sutCPU, []string{e.caddyBin, "run", "--config", file, "--adapter", "caddyfile"},
+	home := filepath.Join(e.dir, key+"-home")
+	c, err := e.start(key, e.sutCPU, []string{bin, "run", "--config", file, "--adapter", "caddyfile"},
 		"HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
 	if err != nil {
 		return nil, err
 	}
-	return e.ready(&server{Key: keyCaddy, Proto: "h3", Base: fmt.Sprintf("https://127.0.0.1:%d", port), proc: c})
+	return e.ready(&server{Key: key, Proto: "h3", Base: fmt.Sprintf("https://127.0.0.1:%d", port), proc: c})
 }
 
 // startServer starts the server of key.
@@ -232,8 +269,14 @@ func (e *env) startServer(key string) (*server, error) {
 		return e.startBare()
 	case keyAgentH1, keyAgentH2:
 		return e.startAgent(key)
-	case keyCaddy:
-		return e.startCaddy()
+	case keyDirectTLS:
+		return e.startDirectTLS()
+	case keyAgentBase:
+		return e.startAgent(key)
+	case keyCaddy, keyCaddyDeb:
+		return e.startCaddy(key)
+	case keyTraefik:
+		return e.startTraefik()
 	}
 	return nil, fmt.Errorf("unknown target %q", key)
 }
