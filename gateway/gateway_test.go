@@ -115,6 +115,30 @@ func (h *harness) get(path string) *http.Response {
 	return resp
 }
 
+// asyncResult is the outcome of a request made in the background.
+type asyncResult struct {
+	resp *http.Response
+	body string
+	err  error
+}
+
+// getAsync GETs path on a goroutine; the channel gets the response with
+// its body read.
+func (h *harness) getAsync(path string) <-chan asyncResult {
+	done := make(chan asyncResult, 1)
+	go func() {
+		resp, err := h.client.Get(h.base + path)
+		if err != nil {
+			done <- asyncResult{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- asyncResult{resp, string(b), err}
+	}()
+	return done
+}
+
 // staticUpstream is an upstream with one route and static backends taken
 // from test servers.
 func staticUpstream(name, prefix string, servers ...*httptest.Server) UpstreamConfig {

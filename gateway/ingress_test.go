@@ -252,22 +252,7 @@ func TestDrainOverEveryProtocol(t *testing.T) {
 			io.WriteString(w, "done")
 		}))
 		h := newHarnessOver(t, proto, staticUpstream("u", "/", be))
-		type result struct {
-			resp *http.Response
-			body string
-			err  error
-		}
-		done := make(chan result, 1)
-		go func() {
-			resp, err := h.client.Get(h.base + "/")
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			done <- result{resp, string(b), err}
-		}()
+		done := h.getAsync("/")
 		<-started
 		addr := h.gw.Addrs()["test"].String()
 		shut := make(chan error, 1)

@@ -333,21 +333,7 @@ func TestGracefulShutdownFinishesSlowResponse(t *testing.T) {
 			io.WriteString(w, "second")
 		}))
 		h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
-		type result struct {
-			body string
-			err  error
-		}
-		done := make(chan result, 1)
-		go func() {
-			resp, err := h.client.Get(h.base + "/")
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			done <- result{string(b), err}
-		}()
+		done := h.getAsync("/")
 		<-started
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
