@@ -187,14 +187,23 @@ func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstrea
 		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
 		panic(http.ErrAbortHandler)
 	}
-	rec.record(up, b, http.StatusBadRequest, reason)
 	if hs, ok := w.(http3.HTTPStreamer); ok && !started {
 		if str, err := hs.HTTPStream(); err == nil {
+			rec.record(up, b, http.StatusBadRequest, reason)
 			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeMessageError))
 			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeMessageError))
 			return
 		}
 	}
+	if !started && rec.r.ProtoMajor == 1 {
+		// HTTP/1.1 has no stream error: a 400, and the connection closes
+		// (its framing is lost). An HTTP/2 stream x/net/http2 already
+		// reset takes no answer, hence the abort below.
+		closeConnAfter(w, rec.r)
+		rec.finish(w, up, b, http.StatusBadRequest, reason)
+		return
+	}
+	rec.record(up, b, http.StatusBadRequest, reason)
 	panic(http.ErrAbortHandler)
 }
 

@@ -112,3 +112,17 @@ func TestH1AbsoluteFormAndChunkedClose(t *testing.T) {
 		t.Errorf("backend got %q", got)
 	}
 }
+
+// TestH1MalformedChunkedBodyIs400: over HTTP/1.1 a chunked body that breaks
+// its framing gets a 400 client_body_malformed on the wire (what the
+// metrics count) and the connection closes.
+func TestH1MalformedChunkedBodyIs400(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", be))
+	for _, body := range []string{"zz\r\nabc\r\n0\r\n\r\n", "3\r\nabcX\r\n0\r\n\r\n"} {
+		resp := tlsH1(t, h, "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+		if resp.StatusCode != 400 || resp.Header.Get("X-Impulse-Error") != "client_body_malformed" || !resp.Close {
+			t.Errorf("%q: %d %q close %v", body, resp.StatusCode, resp.Header.Get("X-Impulse-Error"), resp.Close)
+		}
+	}
+}

@@ -347,3 +347,22 @@ func TestReloadTurningH1OrH2OffClosesTheirConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestH3RequestOutlivesIdleTimeout: idle_timeout closes an HTTP/3
+// connection without a request in flight, never one whose request waits on
+// a slow backend (keep-alive PINGs hold the QUIC connection meanwhile).
+func TestH3RequestOutlivesIdleTimeout(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(1500 * time.Millisecond) // three idle timeouts of silence
+		}
+		io.WriteString(w, "done")
+	}))
+	h := startHarness(t, ListenerConfig{Limits: Limits{IdleTimeout: 500 * time.Millisecond}}, ProtocolH3, staticUpstream("u", "/", be))
+	r := <-h.getAsync("/slow")
+	if r.err != nil || r.body != "done" {
+		t.Fatalf("a request slower than idle_timeout: %v %q", r.err, r.body)
+	}
+	l := h.gw.listeners["test"]
+	eventually(t, 5*time.Second, func() bool { return countConns(l) == 0 }, "the idle connection to close")
+}

@@ -52,9 +52,10 @@ type Limits struct {
 	ClientBodyTimeout time.Duration
 	// IdleTimeout closes a connection without a request in flight after
 	// this long (default 2m): Go's http.Server.IdleTimeout on TCP; on QUIC
-	// the max_idle_timeout transport parameter (RFC 9000 §10.1, the lower of
-	// both ends' wins) and, since a client's PINGs keep a QUIC connection
-	// alive, http3.Server.IdleTimeout as well.
+	// http3.Server.IdleTimeout (no request stream open), with the
+	// max_idle_timeout transport parameter (RFC 9000 §10.1, the lower of
+	// both ends' wins) bounding a silent peer and keep-alive PINGs every
+	// half of it, so a request waiting on a slow backend is never cut.
 	IdleTimeout time.Duration
 	// MaxConnections bounds the open connections of the listener, TCP and
 	// QUIC together; 0 means no limit. Beyond it a new TCP connection
@@ -208,8 +209,9 @@ func (l *listener) warnFixedLimits(lim Limits) {
 	}
 	for _, r := range running {
 		if r.serverSettings() != lim.serverSettings() {
-			l.g.log.Warn("listener limits max_header_bytes, read_header_timeout, idle_timeout and max_concurrent_streams apply after a restart; the running listener keeps its own",
-				"listener", l.name)
+			l.g.log.Warn("listener limits max_header_bytes, read_header_timeout, idle_timeout and max_concurrent_streams apply to sockets bound from now on (a restart, a new address, a protocol turned on); a running socket keeps its own",
+				"listener", l.name, "running_tcp", l.tcp != nil && l.tcp.limits.serverSettings() != lim.serverSettings(),
+				"running_quic", l.quic != nil && l.quic.limits.serverSettings() != lim.serverSettings())
 			return
 		}
 	}

@@ -57,8 +57,8 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 			l.handler.ServeHTTP(w, r)
 		}),
 		MaxHeaderBytes: lim.MaxHeaderBytes,
-		// HTTP/3-level idleness: a client's PINGs keep the QUIC
-		// connection alive, not this.
+		// HTTP/3-level idleness: no request stream open for this long
+		// (quic-go stops the timer while one is), whatever PINGs do.
 		IdleTimeout: lim.IdleTimeout,
 		Logger:      g.qlog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
@@ -74,9 +74,13 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 	}
 	q.tr = q.transport(conn, l.conns)
 	ln, err := q.tr.ListenEarly(http3.ConfigureTLSConfig(base), earlyDataSwitch(&quic.Config{
+		// The QUIC idle timeout ends connections whose peer went
+		// silent. Keep-alive PINGs (which a live peer acknowledges) stop
+		// it from ending one whose request waits on a slow backend: idle
+		// at the HTTP/3 layer (no request in flight) is server.IdleTimeout's.
 		MaxIdleTimeout:        lim.IdleTimeout,
 		HandshakeIdleTimeout:  lim.ReadHeaderTimeout,
-		KeepAlivePeriod:       0,
+		KeepAlivePeriod:       lim.IdleTimeout / 2,
 		MaxIncomingStreams:    int64(lim.MaxConcurrentStreams),
 		MaxIncomingUniStreams: 16,
 	}, &l.early))
