@@ -6,9 +6,14 @@ import (
 	"strings"
 )
 
-// adaptH1 is the HTTP/1.1 part of the TCP adapter: what only an HTTP/1.1
-// request can carry is settled here, so the pipeline sees what HTTP/2 and
+// adaptTCP is the request part of the TCP adapter: what only an HTTP/1.1
+// or HTTP/2 request can carry is settled here, so the pipeline sees what
 // HTTP/3 would give it. It reports false when it answered r itself.
+//
+//   - HTTP/2: differing content-length fields make the request malformed
+//     (RFC 9110 §8.6, RFC 9113 §8.1.1; x/net/http2 uses the first):
+//     400 client_body_malformed, nothing forwarded. HTTP/1.1 and HTTP/3
+//     refuse them in Go's server and quic-go.
 //
 //   - The absolute form of the request-target ("GET https://host/p",
 //     RFC 9112 §3.2.2), which a server must accept, becomes the origin form,
@@ -21,7 +26,14 @@ import (
 //     §11.2): a front proxy that framed it by Content-Length has left the
 //     rest on this connection as a smuggled request. Closing after every
 //     chunked request is the only way to close after those.
-func adaptH1(rec recorder, w http.ResponseWriter, r *http.Request) bool {
+func adaptTCP(rec recorder, w http.ResponseWriter, r *http.Request) bool {
+	if r.ProtoMajor == 2 {
+		if cl := r.Header["Content-Length"]; len(cl) > 1 && slices.ContainsFunc(cl[1:], func(v string) bool { return v != cl[0] }) {
+			rec.finish(w, nil, nil, http.StatusBadRequest, "client_body_malformed")
+			return false
+		}
+		return true
+	}
 	if r.ProtoMajor != 1 {
 		return true
 	}

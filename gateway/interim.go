@@ -112,7 +112,7 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 	}
 	dst := iw.w.Header()
 	// The TCP ingress's own fields, for the final response: Alt-Svc, and
-	// Connection: close after a chunked HTTP/1.1 request (adaptH1).
+	// Connection: close after a chunked HTTP/1.1 request (adaptTCP).
 	altSvc, hasAltSvc := dst["Alt-Svc"]
 	conn, hasConn := dst["Connection"]
 	clear(dst)
