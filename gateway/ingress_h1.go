@@ -20,6 +20,7 @@ import (
 //     and its authority replaces Host (RFC 9112 §3.2.2: a server ignores the
 //     Host field then). Only http and https are accepted: anything else is
 //     not a request for this origin (400 invalid_path).
+//
 //   - A chunked request closes the connection after the response. Go's
 //     server drops a Content-Length sent next to Transfer-Encoding without
 //     telling, and such a request must close the connection (RFC 9112 §6.1,
