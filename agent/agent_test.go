@@ -362,9 +362,10 @@ func TestSpecsFromSnapshot(t *testing.T) {
 		{ID: "n1/b", Address: "10.0.0.2", Port: 8443, Weight: 3, Meta: map[string]string{MetaScheme: "https"}},
 		{ID: "n2/c", Address: "10.0.0.3", Port: 0},
 		{ID: "n2/d", Address: "10.0.0.4", Port: 80, Meta: map[string]string{MetaScheme: "gopher"}},
+		{ID: "n3/e", Address: "10.0.0.5", Port: 9090, Meta: map[string]string{MetaScheme: "h2c"}},
 	}}
 	got, skipped := specs(s, "http")
-	if len(got) != 4 || got[0].Scheme != "http" || got[1].Scheme != "https" || got[1].Weight != 300 ||
+	if len(got) != 5 || got[4].Scheme != "h2c" || got[4].Suppressed != "" || got[0].Scheme != "http" || got[1].Scheme != "https" || got[1].Weight != 300 ||
 		got[0].Suppressed != "" || got[2].Suppressed != "unusable port 0" || got[3].Suppressed != `unusable impulse-scheme "gopher"` {
 		t.Fatalf("specs = %+v", got)
 	}

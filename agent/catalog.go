@@ -246,10 +246,10 @@ func (d *serviceDecl) pick(what string, values []string, check func(string) stri
 }
 
 func validScheme(s string) string {
-	if s == "http" || s == "https" {
+	if s == "http" || s == "https" || s == "h2c" {
 		return ""
 	}
-	return "must be http or https"
+	return "must be http, https or h2c"
 }
 
 // validCatalogPolicy accepts the load_balancing policies that need no other

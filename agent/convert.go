@@ -21,7 +21,7 @@ import (
 const ConsulWeightScale = 100
 
 // MetaScheme is the Consul ServiceMeta key with which an instance overrides
-// its upstream's consul.scheme ("http" or "https").
+// its upstream's consul.scheme ("http", "https" or "h2c").
 const MetaScheme = "impulse-scheme"
 
 // gatewayConfig converts a validated configuration into the gateway's types,
@@ -163,7 +163,7 @@ func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []
 		}
 		sp := upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight * ConsulWeightScale}
 		switch {
-		case sc != "http" && sc != "https":
+		case sc != "http" && sc != "https" && sc != "h2c":
 			sp.Suppressed = "unusable impulse-scheme " + strconv.Quote(sc)
 		case in.Port < 1 || in.Port > 65535:
 			sp.Suppressed = "unusable port " + strconv.Itoa(in.Port)

@@ -41,11 +41,11 @@ func fixNoContentFraming(h http.Header, status int) {
 var teTrailers = []string{"trailers"}
 
 // keepTETrailers puts "te: trailers" back into the outgoing header h of an
-// HTTP/2 backend when the client sent it: gRPC servers require it, and
+// HTTP/2 backend (https or h2c) when the client sent it: gRPC servers require it, and
 // removeHopHeaders deletes every TE. HTTP/1.1 backends never get it (there TE
 // is hop-by-hop and would have to be listed in Connection, RFC 9110 §10.1.4).
 func keepTETrailers(h, client http.Header, scheme string) {
-	if scheme == transport.SchemeHTTPS && httpguts.HeaderValuesContainsToken(client["Te"], "trailers") {
+	if transport.IsHTTP2(scheme) && httpguts.HeaderValuesContainsToken(client["Te"], "trailers") {
 		h["Te"] = teTrailers
 	}
 }

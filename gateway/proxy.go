@@ -56,7 +56,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		// own ("Go-http-client/1.1"): a proxy forwards the client's, or none.
 		h["User-Agent"] = emptyValue
 	}
-	u := &url.URL{Scheme: b.Scheme, Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery, ForceQuery: r.URL.ForceQuery}
+	u := &url.URL{Scheme: transport.URLScheme(b.Scheme), Host: b.HostPort(), Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery, ForceQuery: r.URL.ForceQuery}
 	out := (&http.Request{
 		Method: r.Method, URL: u, Header: h, Host: r.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -109,7 +109,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	if out.Body != nil {
 		wb = &watchedBody{ReadCloser: out.Body}
 		out.Body = wb
-		if b.Scheme == transport.SchemeHTTPS {
+		if transport.IsHTTP2(b.Scheme) {
 			// x/net/http2 replays streams a graceful GOAWAY or REFUSED_STREAM
 			// left unprocessed, if it can get the body again.
 			out.Body, out.GetBody = newReplayBody(wb, replayLimit(r.ContentLength), r.ContentLength)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -32,7 +33,8 @@ type BackendInfo struct {
 	Upstream string `json:"upstream"`
 	Source   string `json:"source"` // static | discovery
 	Address  string `json:"address"`
-	// Protocol is "http/1.1" (cleartext) or "h2" (HTTP/2 over TLS).
+	// Protocol is "http/1.1" (cleartext), "h2" (HTTP/2 over TLS) or "h2c"
+	// (cleartext HTTP/2 with prior knowledge).
 	Protocol string `json:"protocol"`
 	// Health is the active-check status: unknown (no check yet or checks
 	// off), healthy or unhealthy, with the canonical reason of the last
@@ -122,8 +124,11 @@ func (g *Gateway) Backends() []BackendInfo {
 
 func backendInfo(up string, b *upstream.Backend) BackendInfo {
 	proto := "h2"
-	if b.Scheme == "http" {
+	switch b.Scheme {
+	case transport.SchemeHTTP:
 		proto = "http/1.1"
+	case transport.SchemeH2C:
+		proto = "h2c"
 	}
 	m := "active"
 	if b.Removed() {

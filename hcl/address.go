@@ -26,6 +26,8 @@ func (e *AddressError) Error() string {
 //
 //   - "http://host[:port]": cleartext HTTP/1.1, scheme "http", default port 80;
 //   - "https://host[:port]": HTTP/2 over TLS, scheme "https", default port 443;
+//   - "h2c://host:port": cleartext HTTP/2 with prior knowledge (RFC 9113
+//     §3.3), scheme "h2c"; the port is required (h2c has no default port);
 //   - "host:port" or a bare "host": HTTP/2 over TLS, scheme "https", port 443
 //     when absent.
 //
@@ -53,8 +55,10 @@ func ParseBackendAddress(s string) (scheme, host string, port int, err error) {
 		case "http":
 			scheme, defPort = "http", 80
 		case "https":
+		case "h2c":
+			scheme, defPort = "h2c", 0
 		default:
-			return fail("unsupported scheme %q; use http:// (HTTP/1.1), https:// or no scheme (HTTP/2 over TLS)", s[:i])
+			return fail("unsupported scheme %q; use http:// (HTTP/1.1), h2c:// (cleartext HTTP/2), https:// or no scheme (HTTP/2 over TLS)", s[:i])
 		}
 		rest = strings.TrimSuffix(s[i+3:], "/")
 	}
@@ -103,6 +107,9 @@ func ParseBackendAddress(s string) (scheme, host string, port int, err error) {
 		}
 	}
 	if !hasPort {
+		if defPort == 0 {
+			return fail("the port is required for h2c://, as in \"h2c://%s:9090\"", rest)
+		}
 		return scheme, host, defPort, nil
 	}
 	p, ok := parsePort(portStr)

@@ -12,7 +12,7 @@ func buildCatalog(b blk, r *rawCatalog) *Catalog {
 	c := &Catalog{
 		Enabled:       b.boolean(r.Enabled, true),
 		TagPrefix:     DefaultCatalogTagPrefix,
-		DefaultScheme: b.oneOf(r.DefaultScheme, DefaultCatalogScheme, "http", "https"),
+		DefaultScheme: b.oneOf(r.DefaultScheme, DefaultCatalogScheme, "http", "https", "h2c"),
 	}
 	if p, ok := b.strOK(r.TagPrefix, DefaultCatalogTagPrefix); ok {
 		if why := checkTagPrefix(p); why != "" {

@@ -211,7 +211,7 @@ type Catalog struct {
 	TagPrefix string
 	// DefaultScheme is how instances of catalog services are reached when
 	// neither a "<prefix>.scheme" tag nor the ServiceMeta "impulse-scheme"
-	// says otherwise: "http" (the default) or "https".
+	// says otherwise: "http" (the default), "https" or "h2c".
 	DefaultScheme string
 	// Filter is a Consul filter expression passed to /v1/catalog/services
 	// (empty: none). Consul checks its syntax, not this package.
@@ -352,8 +352,8 @@ type Backend struct {
 	Name string
 	// Address is the address as written in the file.
 	Address string
-	// Scheme is "http" (cleartext HTTP/1.1) or "https" (HTTP/2 over TLS),
-	// derived from Address by ParseBackendAddress.
+	// Scheme is "http" (cleartext HTTP/1.1), "https" (HTTP/2 over TLS) or
+	// "h2c" (cleartext HTTP/2 with prior knowledge), derived from Address by ParseBackendAddress.
 	Scheme string
 	// Host is the host name or IP (IPv6 without brackets).
 	Host string
@@ -378,7 +378,8 @@ type UpstreamConsul struct {
 	// agent's defaults.
 	Datacenter, Namespace, Partition string
 	// Scheme is how discovered instances are reached: "https" (HTTP/2 over
-	// TLS, the default, see DefaultDiscoveryScheme) or "http" (HTTP/1.1).
+	// TLS, the default, see DefaultDiscoveryScheme), "http" (HTTP/1.1) or
+	// "h2c" (cleartext HTTP/2 with prior knowledge).
 	// A per-instance ServiceMeta "impulse-scheme" overrides it.
 	Scheme string
 }

@@ -231,7 +231,7 @@ func buildUpstreamConsul(b blk, r *rawUpstreamConsul) *UpstreamConsul {
 		Datacenter: b.str(r.Datacenter, ""),
 		Namespace:  b.str(r.Namespace, ""),
 		Partition:  b.str(r.Partition, ""),
-		Scheme:     b.oneOf(r.Scheme, DefaultDiscoveryScheme, "http", "https"),
+		Scheme:     b.oneOf(r.Scheme, DefaultDiscoveryScheme, "http", "https", "h2c"),
 	}
 	svc, ok := b.strOK(r.Service, "")
 	switch {

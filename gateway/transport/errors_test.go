@@ -49,10 +49,10 @@ func TestClassify(t *testing.T) {
 }
 
 func TestNewRejectsUnknownScheme(t *testing.T) {
-	if _, err := New(Options{Scheme: "h2c"}); err == nil {
-		t.Fatal("New accepted scheme h2c")
+	if _, err := New(Options{Scheme: "h2"}); err == nil {
+		t.Fatal("New accepted scheme h2")
 	}
-	for _, s := range []string{SchemeHTTP, SchemeHTTPS} {
+	for _, s := range []string{SchemeHTTP, SchemeHTTPS, SchemeH2C} {
 		rt, err := New(Options{Scheme: s})
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)

@@ -1,6 +1,7 @@
 // Package transport builds the round-trippers that carry requests from the
 // gateway to one backend: cleartext HTTP/1.1 for "http" backends, HTTP/2 over
-// TLS for "https" backends. It also classifies round-trip failures into the
+// TLS for "https" backends, cleartext HTTP/2 with prior knowledge for "h2c"
+// backends (RFC 9113 §3.3). It also classifies round-trip failures into the
 // status and reason the gateway answers with.
 package transport
 
@@ -19,17 +20,34 @@ import (
 const (
 	SchemeHTTP  = "http"  // cleartext HTTP/1.1
 	SchemeHTTPS = "https" // HTTP/2 over TLS
+	SchemeH2C   = "h2c"   // cleartext HTTP/2 with prior knowledge (RFC 9113 §3.3)
 )
+
+// IsHTTP2 reports whether scheme is carried over HTTP/2 (SchemeHTTPS or
+// SchemeH2C): te: trailers passes, bodies are replayable after a GOAWAY or
+// REFUSED_STREAM, and the gateway applies its own response-header timer.
+func IsHTTP2(scheme string) bool { return scheme == SchemeHTTPS || scheme == SchemeH2C }
+
+// URLScheme is the scheme of the request URL handed to a backend's
+// round-tripper: "http" for SchemeH2C (x/net/http2 sends cleartext requests
+// with :scheme http, RFC 9113 §8.3.1), the scheme itself otherwise.
+func URLScheme(scheme string) string {
+	if scheme == SchemeH2C {
+		return SchemeHTTP
+	}
+	return scheme
+}
 
 // Options configure a backend transport. Zero durations mean "no limit"
 // except ConnectTimeout, which defaults to 2s.
 type Options struct {
-	// Scheme is SchemeHTTP or SchemeHTTPS.
+	// Scheme is SchemeHTTP, SchemeHTTPS or SchemeH2C.
 	Scheme string
 	// TLS is the client TLS configuration for SchemeHTTPS; nil means system
 	// roots with verification on. It is cloned, never modified.
 	TLS *tls.Config
-	// ConnectTimeout bounds TCP connect plus TLS handshake.
+	// ConnectTimeout bounds TCP connect plus TLS handshake (TCP connect
+	// alone for SchemeH2C).
 	ConnectTimeout time.Duration
 	// IdleTimeout closes pooled connections idle for this long.
 	IdleTimeout time.Duration
@@ -115,13 +133,34 @@ func New(o Options) (RoundTripper, error) {
 				return c, nil
 			},
 		}, nil
+	case SchemeH2C:
+		// The x/net h2c idiom: AllowHTTP takes http:// URLs (see URLScheme)
+		// and the "TLS" dial opens plain TCP, on which the client connection
+		// preface is sent at once (prior knowledge, RFC 9113 §3.3).
+		timeout := o.ConnectTimeout
+		return &http2.Transport{
+			AllowHTTP:          true,
+			DisableCompression: true,
+			IdleConnTimeout:    o.IdleTimeout,
+			ReadIdleTimeout:    30 * time.Second,
+			PingTimeout:        10 * time.Second,
+			DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, timeout)
+				defer cancel()
+				c, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, &DialError{Err: err}
+				}
+				return c, nil
+			},
+		}, nil
 	default:
-		return nil, fmt.Errorf("transport: unknown scheme %q (want %q or %q)", o.Scheme, SchemeHTTP, SchemeHTTPS)
+		return nil, fmt.Errorf("transport: unknown scheme %q (want %q, %q or %q)", o.Scheme, SchemeHTTP, SchemeHTTPS, SchemeH2C)
 	}
 }
 
 // DialError wraps a failure to connect to a backend before any request byte
-// was sent: TCP connect, or (TLS true) the TLS handshake or ALPN.
+// was sent: TCP connect (every scheme), or (TLS true) the TLS handshake or ALPN.
 type DialError struct {
 	Err error
 	TLS bool

@@ -41,10 +41,11 @@ func (u *Upstream) startChecks(b *Backend) {
 }
 
 // probe returns the active check of b: GET path over the backend's own
-// protocol (HTTP/1.1 or HTTP/2 over TLS); any 2xx passes. path is a request
+// protocol (HTTP/1.1, HTTP/2 over TLS or h2c, through b's own transport);
+// any 2xx passes. path is a request
 // target: a query ("/status?full=1") is sent as one.
 func (u *Upstream) probe(b *Backend) health.Probe {
-	target := &url.URL{Scheme: b.Scheme, Host: b.Addr(), Path: u.cfg.Active.Path}
+	target := &url.URL{Scheme: transport.URLScheme(b.Scheme), Host: b.Addr(), Path: u.cfg.Active.Path}
 	if ref, err := url.ParseRequestURI(u.cfg.Active.Path); err == nil {
 		target.Path, target.RawPath, target.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
 	}

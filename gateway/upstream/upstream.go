@@ -34,8 +34,8 @@ type Spec struct {
 	// ID is the stable identity: the configured backend name for static
 	// backends, "node/service-id" for discovered ones.
 	ID string
-	// Scheme is transport.SchemeHTTP (HTTP/1.1) or transport.SchemeHTTPS
-	// (HTTP/2 over TLS).
+	// Scheme is transport.SchemeHTTP (HTTP/1.1), transport.SchemeHTTPS
+	// (HTTP/2 over TLS) or transport.SchemeH2C (cleartext HTTP/2).
 	Scheme string
 	// Host is a hostname or IP literal (no brackets); Port is 1..65535.
 	Host string

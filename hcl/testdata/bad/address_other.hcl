@@ -29,6 +29,9 @@ upstream "web" {
   backend "scheme" {
     address = "h3://example.com"
   }
+  backend "h2c-no-port" {
+    address = "h2c://127.0.0.1"
+  }
   backend "empty" {
     address = ""
   }

@@ -10,7 +10,7 @@ consul {
   catalog {
     enabled        = "maybe"
     tag_prefix     = "impulse."
-    default_scheme = "h2c"
+    default_scheme = "h3"
     filter         = "   "
     routes         = []
   }

@@ -20,6 +20,6 @@ upstream "api" {
   consul {
     service = ""
     health  = "critical"
-    scheme  = "h2c"
+    scheme  = "h3"
   }
 }

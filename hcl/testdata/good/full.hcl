@@ -32,7 +32,7 @@ consul {                          # optional; needed only by upstreams with a co
   catalog {                       # routes declared in Consul by service tags
     enabled        = false        # not the default: a catalog block turns the mode on unless enabled = false
     tag_prefix     = "impulse"
-    default_scheme = "http"       # how catalog services are reached: http | https
+    default_scheme = "http"       # how catalog services are reached: http | https | h2c
     filter         = ""           # Consul filter expression for /v1/catalog/services; "" = none
   }
 }
@@ -93,7 +93,7 @@ upstream "web" {
   }
 
   backend "web-1" {               # static backends
-    address = "http://127.0.0.1:8080"   # http:// = HTTP/1.1; https:// or schemeless = HTTP/2 over TLS
+    address = "http://127.0.0.1:8080"   # http:// = HTTP/1.1; https:// or schemeless = HTTP/2 over TLS; h2c://host:port = cleartext HTTP/2
     weight  = 100                       # 1..1000000
   }
 
@@ -104,7 +104,7 @@ upstream "web" {
     datacenter = ""
     namespace  = ""
     partition  = ""
-    scheme     = "https"          # how discovered instances are reached; per-instance ServiceMeta "impulse-scheme" overrides
+    scheme     = "https"          # how discovered instances are reached (http | https | h2c); per-instance ServiceMeta "impulse-scheme" overrides
   }
 
   health_check {                  # active checks, also run against discovered backends
