@@ -20,13 +20,13 @@ import (
 //     "P.route=HOST/PATH" (repeatable) declares a route and opts the service
 //     in; "P.enable=true" opts it in without a route tag (for routes in
 //     ServiceMeta), "P.enable=false" opts it out whatever else it carries;
-//     "P.scheme=http|https" is how its instances are reached;
+//     "P.scheme=http|https|h2c" is how its instances are reached;
 //     "P.lb=POLICY" its load_balancing policy.
 //   - ServiceMeta, read per instance from the passing instances that the
 //     upstream's own health watch reports (/v1/health/service/<service>):
 //     "impulse-route" = comma-separated HOST/PATH routes (the union over the
 //     instances), "impulse-lb" = POLICY (wins over the P.lb tag),
-//     "impulse-scheme" = http|https for that instance (wins over the
+//     "impulse-scheme" = http|https|h2c for that instance (wins over the
 //     P.scheme tag and default_scheme, as for every Consul-fed upstream).
 //     The keys are fixed, whatever tag_prefix says.
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -39,11 +40,17 @@ type frameBackend struct {
 	mu      sync.Mutex
 	streams []h2Stream // answered requests, in order
 	ignored []h2Stream // requests above a GOAWAY's last-stream-id, never processed
-	conns   map[*tls.Conn]bool
+	conns   map[halfCloser]bool
+}
+
+// halfCloser is a backend connection: TLS (frameBackend) or TCP (h2c).
+type halfCloser interface {
+	net.Conn
+	CloseWrite() error
 }
 
 func newFrameBackend(t *testing.T, goAwayAfter int, maxStreams uint32) *frameBackend {
-	fb := &frameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[*tls.Conn]bool{}}
+	fb := &frameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[halfCloser]bool{}}
 	s := httptest.NewUnstartedServer(http.NotFoundHandler())
 	s.TLS = &tls.Config{NextProtos: []string{http2.NextProtoTLS}}
 	s.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){
@@ -76,7 +83,7 @@ func (fb *frameBackend) answered() []h2Stream {
 	return append([]h2Stream(nil), fb.streams...)
 }
 
-func (fb *frameBackend) serve(c *tls.Conn) {
+func (fb *frameBackend) serve(c halfCloser) {
 	fb.mu.Lock()
 	fb.conns[c] = true
 	fb.mu.Unlock()

@@ -206,7 +206,7 @@ type Catalog struct {
 	Enabled bool
 	// TagPrefix starts the tags that opt a service in and declare its routes:
 	// "<prefix>.route=HOST/PATH", "<prefix>.enable=true",
-	// "<prefix>.scheme=http|https", "<prefix>.lb=POLICY" (default
+	// "<prefix>.scheme=http|https|h2c", "<prefix>.lb=POLICY" (default
 	// "impulse"). Letters, digits, "-", "_" and inner "."; no "=".
 	TagPrefix string
 	// DefaultScheme is how instances of catalog services are reached when
