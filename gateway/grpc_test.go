@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -48,7 +49,11 @@ func (rawCodec) Name() string { return "raw" }
 // Fail (one message, then an error), Stream (five messages 200 ms apart).
 // (grpc-go drops "te" before a handler sees it: TestB11 checks that it
 // reaches HTTP/2 backends.)
-func grpcBackend(t *testing.T) UpstreamConfig {
+func grpcBackend(t *testing.T) UpstreamConfig { return grpcBackendOver(t, "https") }
+
+// grpcBackendOver is grpcBackend reached by scheme: "https" (TLS) or "h2c"
+// (grpc-go's cleartext HTTP/2 with prior knowledge, insecure credentials).
+func grpcBackendOver(t *testing.T, scheme string) UpstreamConfig {
 	t.Helper()
 	cert, err := selfsigned.New("localhost", "127.0.0.1")
 	if err != nil {
@@ -102,8 +107,11 @@ func grpcBackend(t *testing.T) UpstreamConfig {
 			}},
 		},
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert.TLS}})),
-		grpc.ForceServerCodec(rawCodec{}))
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert.TLS}})
+	if scheme == "h2c" {
+		creds = insecure.NewCredentials()
+	}
+	srv := grpc.NewServer(grpc.Creds(creds), grpc.ForceServerCodec(rawCodec{}))
 	srv.RegisterService(&desc, struct{}{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,7 +123,7 @@ func grpcBackend(t *testing.T) UpstreamConfig {
 	return UpstreamConfig{
 		Config: upstream.Config{Name: "grpc", ResponseHeaderTimeout: 5 * time.Second, TLS: &tls.Config{RootCAs: cert.Pool}},
 		Routes: []RouteConfig{{PathPrefix: "/"}},
-		Static: []upstream.Spec{{ID: "0", Scheme: "https", Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}},
+		Static: []upstream.Spec{{ID: "0", Scheme: scheme, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}},
 	}
 }
 
@@ -126,12 +134,17 @@ func grpcMessage(s string) string {
 	return string(p[:]) + s
 }
 
-// TestB19GRPC: gRPC through the gateway to a real grpc-go server, with a
-// raw HTTP/3 client: the backend gets "te: trailers"; trailers arrive as a
-// trailing HEADERS frame; Trailers-Only arrives as one HEADERS + FIN;
+// TestB19GRPC: gRPC through the gateway to a real grpc-go server over
+// https:// and over h2c://, with a raw HTTP/3 client: the backend gets
+// "te: trailers"; trailers arrive as a trailing HEADERS frame; Trailers-Only arrives as one HEADERS + FIN;
 // streamed messages arrive one by one (gRPC over HTTP/2; RFC 9114 §4.1).
 func TestB19GRPC(t *testing.T) {
-	uc := grpcBackend(t)
+	for _, scheme := range []string{"https", "h2c"} {
+		t.Run(scheme, func(t *testing.T) { testB19GRPC(t, grpcBackendOver(t, scheme)) })
+	}
+}
+
+func testB19GRPC(t *testing.T, uc UpstreamConfig) {
 	h := newHarness(t, uc)
 	conn := dialRaw(t, h)
 	call := func(method, msg string) ([]h3Frame, []time.Time, error) {
