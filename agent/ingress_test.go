@@ -15,12 +15,13 @@ import (
 
 // clientsByProtocol are clients for h1, h2 and h3 that trust r's listener.
 func (r *running) clientsByProtocol(t *testing.T) map[string]*http.Client {
-	tc := &tls.Config{RootCAs: r.roots, ServerName: "localhost"}
-	h1 := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+	// One tls.Config each: net/http adds its ALPN names to the one it is given.
+	tc := func() *tls.Config { return &tls.Config{RootCAs: r.roots, ServerName: "localhost"} }
+	h1 := &http.Transport{TLSClientConfig: tc(), Protocols: new(http.Protocols)}
 	h1.Protocols.SetHTTP1(true)
-	h2 := &http.Transport{TLSClientConfig: tc, Protocols: new(http.Protocols)}
+	h2 := &http.Transport{TLSClientConfig: tc(), Protocols: new(http.Protocols)}
 	h2.Protocols.SetHTTP2(true)
-	h3 := &http3.Transport{TLSClientConfig: tc}
+	h3 := &http3.Transport{TLSClientConfig: tc()}
 	t.Cleanup(func() { h1.CloseIdleConnections(); h2.CloseIdleConnections(); h3.Close() })
 	return map[string]*http.Client{"h1": {Transport: h1}, "h2": {Transport: h2}, "h3": {Transport: h3}}
 }

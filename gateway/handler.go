@@ -131,7 +131,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	defer resp.Body.Close()
-	backendErr, clientErr := copyResponse(w, resp)
+	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:
 		// The backend answered early, then the connection broke on the
@@ -214,6 +214,11 @@ func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upst
 		// TCP connection still open, returning would send an empty 200.
 		rec.record(up, b, status, reason)
 		panic(http.ErrAbortHandler)
+	}
+	if isGRPC(rec.r.Header) {
+		writeGRPCError(w, status, reason)
+		rec.record(up, b, status, reason)
+		return
 	}
 	h := w.Header()
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}

@@ -126,3 +126,22 @@ func TestH1MalformedChunkedBodyIs400(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ClientGetsTrailersOfALengthBody: an HTTP/2 backend's trailers after
+// a body with Content-Length reach an HTTP/1.1 client, sent chunked (only a
+// chunked body has a trailer section, RFC 9112 §7.1.2).
+func TestH1ClientGetsTrailersOfALengthBody(t *testing.T) {
+	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		w.Header().Set("Content-Length", "4")
+		io.WriteString(w, "body")
+		w.Header().Set("X-Sum", "abc")
+	}))
+	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", be))
+	resp := h.get("/")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "body" || resp.Trailer.Get("X-Sum") != "abc" {
+		t.Errorf("body %q, trailers %v", body, resp.Trailer)
+	}
+}

@@ -235,7 +235,7 @@ var (
 // flushing each chunk so slow or long-lived responses reach the client as
 // they arrive; a response without content (hasNoContent) gets its header
 // only. It returns a backend read error or a client write error.
-func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clientErr error) {
+func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
 	// Alt-Svc describes the connection the client used, which is the
@@ -259,6 +259,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) (backendErr, clien
 			names = append(names, k)
 		}
 		h["Trailer"] = []string{strings.Join(names, ", ")}
+		if clientMajor == 1 {
+			// Only a chunked HTTP/1.1 body has a trailer section
+			// (RFC 9112 §7.1.2): Go's server sends one without a length.
+			delete(h, "Content-Length")
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	if noContent {

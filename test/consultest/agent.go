@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -247,8 +248,8 @@ func leader(hc *http.Client, addr string) string {
 // collision.
 var pickPorts = freePorts
 
-// freePorts picks four distinct loopback ports free for TCP; the serf ports
-// are also free for UDP. Another process may still take one before Consul
+// freePorts picks four distinct loopback ports free for TCP, at random below
+// the ephemeral range; the serf ports are also free for UDP. Another process may still take one before Consul
 // binds it: launch detects that and start retries with new ports.
 func freePorts() (ports, error) {
 	var held []io.Closer
@@ -258,8 +259,19 @@ func freePorts() (ports, error) {
 		}
 	}()
 	pick := func(udp bool) (int, error) {
-		for range 20 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+		for i := range 120 {
+			// Below Linux's ephemeral range (32768-60999): no outgoing
+			// connection and no ":0" listener of another test is ever given
+			// such a port, so Restart finds the agent's ports free again.
+			// The last tries fall back to ":0".
+			addr := "127.0.0.1:0"
+			if i < 100 {
+				addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+			}
+			l, err := net.Listen("tcp", addr)
+			if err != nil && i < 100 {
+				continue
+			}
 			if err != nil {
 				return 0, fmt.Errorf("consultest: free port: %w", err)
 			}
