@@ -114,6 +114,12 @@ type RouteConfig struct {
 	Host       string
 	PathPrefix string
 	Methods    []string
+	// Upgrades lists the protocols the route tunnels to HTTP/1.1 backends
+	// (case-insensitive upgrade tokens, e.g. "websocket"): an HTTP/1.1
+	// Upgrade, or an extended CONNECT's :protocol (RFC 8441, RFC 9220).
+	// nil means DefaultUpgrades (WebSocket); an empty, non-nil slice
+	// refuses every upgrade (403 upgrade_not_allowed).
+	Upgrades []string
 }
 
 // table is one immutable generation of routing state.
@@ -246,7 +252,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		next.upstreams[uc.Name] = u
 		next.configs[uc.Name] = uc
 		for i, rc := range uc.Routes {
-			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Index: i})
+			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
 		}
 	}
 	rt, err := route.Build(defs, next.upstreams)

@@ -17,6 +17,8 @@ import (
 // serve routes r, picks a backend and proxies the exchange. It is the
 // handler of every listener; listener names the listener for metrics.
 //
+// Requests for a tunnel (WebSocket) go to serveTunnel once routed.
+//
 // Answers it produces itself (interface.md): 414, 413 and 408 from the
 // listener's limits (limits.go), 404 no route, 425 an unsafe method in
 // early data (earlydata.go), 503 no eligible
@@ -34,8 +36,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusRequestURITooLong, reasonURITooLong)
 		return
 	}
-	if r.Method == http.MethodConnect {
-		// Extended CONNECT (RFC 9220) is not supported; plain CONNECT has no route.
+	tr, tunneled := tunnelOf(r) // upgrade.go
+	if r.Method == http.MethodConnect && !tr.extended {
+		// Plain CONNECT: the gateway is not a forward proxy.
 		rec.finish(w, nil, nil, http.StatusNotImplemented, transport.ReasonNotImplemented)
 		return
 	}
@@ -67,7 +70,11 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusBadRequest, transport.ReasonInvalidPath)
 		return
 	}
-	rt := tbl.routes.Match(r.Host, path, r.Method)
+	method := r.Method
+	if tr.extended {
+		method = http.MethodGet // what the backend gets (tunnel.go)
+	}
+	rt := tbl.routes.Match(r.Host, path, method)
 	if rt == nil {
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)
 		return
@@ -79,6 +86,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	case earlyForward:
 		r.Header["Early-Data"] = earlyDataOne
+	}
+	if tunneled {
+		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
+		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
 	if maxBody > 0 && r.ContentLength > maxBody {

@@ -33,7 +33,8 @@ type listener struct {
 	quic *quicIngress // nil when h3 is off
 	tcp  *tcpIngress  // nil when h1 and h2 are off
 
-	conns *connLimiter // max_connections, over both ingresses
+	conns   *connLimiter // max_connections, over both ingresses
+	tunnels tunnelSet    // open tunnels, over both ingresses (tunnelset.go)
 }
 
 // protoSet is the set of protocols a listener serves.
@@ -359,17 +360,45 @@ func (p protoSet) String() string { return fmt.Sprint(p.names()) }
 // shutdown drains both ingresses: GOAWAY on HTTP/3 and HTTP/2,
 // "Connection: close" on HTTP/1.1; in-flight requests run until ctx is
 // done, then the remaining connections and the sockets close.
+//
+// Tunnels are waited for too (net/http forgets hijacked connections). At
+// ctx's end they close first, with WebSocket close frames, and get
+// tunnelCloseGrace before the ingresses cut their connections.
 func (l *listener) shutdown(ctx context.Context) error {
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var cut atomic.Bool // tunnels were still open at the deadline
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		cut.Store(l.tunnels.count() > 0)
+		l.tunnels.closeAll()
+		cancel()
+	})
+	defer func() {
+		if !stop() {
+			<-closed // started: it is the drain's last step
+		}
+	}()
 	var wg sync.WaitGroup
 	var qerr, terr error
 	if q := l.quic; q != nil {
-		wg.Go(func() { qerr = q.shutdown(ctx, l) })
+		wg.Go(func() { qerr = q.shutdown(inner, l) })
 	}
 	if t := l.tcp; t != nil {
-		wg.Go(func() { terr = t.shutdown(ctx) })
+		wg.Go(func() { terr = t.shutdown(inner) })
 	}
+	wg.Go(func() { l.tunnels.wait(inner) })
 	wg.Wait()
-	return errors.Join(qerr, terr)
+	if err := errors.Join(qerr, terr); err != nil && ctx.Err() != nil {
+		return fmt.Errorf("gateway: listener %q: %w", l.name, ctx.Err())
+	} else if err != nil {
+		return err
+	}
+	if cut.Load() {
+		return fmt.Errorf("gateway: listener %q: %w", l.name, ctx.Err())
+	}
+	return nil
 }
 
 // close stops both ingresses at once (the forced stop).
@@ -380,6 +409,7 @@ func (l *listener) close() {
 	if l.tcp != nil {
 		l.tcp.close()
 	}
+	l.tunnels.cutAll() // hijacked ones: the servers' Close leaves them open
 }
 
 // Start binds every listener of cfg that is not running yet. It is the first

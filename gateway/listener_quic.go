@@ -69,7 +69,7 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 				q.conns.Delete(c)
 				g.metrics.connDelta(false, l.name, -1)
 			})
-			return context.WithValue(ctx, quicConnKey{}, c)
+			return context.WithValue(context.WithValue(ctx, quicConnKey{}, c), tunnelsKey{}, &l.tunnels)
 		},
 	}
 	q.tr = q.transport(conn, l.conns)

@@ -72,6 +72,9 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 				return l.tls.Load().tcp, nil
 			},
 		},
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), tunnelsKey{}, &l.tunnels)
+		},
 		Protocols: &protos,
 		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
 		// Also the TLS handshake's timeout (Go takes the lowest of the

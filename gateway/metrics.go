@@ -31,6 +31,7 @@ var (
 var (
 	CounterDefinitions = []prometheus.CounterDefinition{
 		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},
+		{Name: metricTunnelBytes, Help: "Bytes relayed through tunnels (WebSocket and other upgrades), by listener, upstream and direction (to_backend, to_client)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
@@ -41,6 +42,7 @@ var (
 	GaugeDefinitions   = []prometheus.GaugeDefinition{
 		{Name: metricQUICConns, Help: "Active QUIC connections per listener."},
 		{Name: metricTCPConns, Help: "Open TCP connections (HTTP/1.1 and HTTP/2 over TLS) per listener."},
+		{Name: metricTunnels, Help: "Open tunnels (WebSocket and other upgrades), by listener, upstream and upgrade protocol."},
 		{Name: metricInFlight, Help: "Requests in flight to the backends of an upstream, sampled every second."},
 		{Name: metricEligible, Help: "Backends of an upstream that may receive traffic now, sampled every second."},
 	}
@@ -54,6 +56,8 @@ type gatewayMetrics struct {
 	// go-metrics (every second and before every scrape).
 	requests sync.Map // requestKey → *requestCount
 	flushMu  sync.Mutex
+	tunnels  tunnelCounts // tunnelmetrics.go
+	tunnelMu sync.Mutex   // one byte flush at a time
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -142,6 +146,7 @@ func (gm *gatewayMetrics) request(listener, protocol, upstream string, status in
 // traffic are re-emitted every touchEvery while live(upstream) holds (the
 // empty upstream, requests with no route, always does).
 func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) {
+	gm.flushTunnelBytes()
 	gm.flushMu.Lock()
 	defer gm.flushMu.Unlock()
 	deltas := map[durationKey]*durationDelta{}
@@ -252,6 +257,7 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 		}
 		g.metrics.flush(time.Now(), g.liveUpstream)
 		g.metrics.sampleConns()
+		g.metrics.sampleTunnels()
 		g.sampleTLS(time.Now())
 		for name, u := range g.table.Load().upstreams {
 			var inFlight int64

@@ -41,7 +41,7 @@ func newWorkers() *workers {
 // and fewer than maxWorkers exist; a panic (http.ErrAbortHandler: reset the
 // stream) is re-raised on the calling goroutine, where quic-go recovers it.
 func (ws *workers) run(g *Gateway, listener string, w http.ResponseWriter, r *http.Request) {
-	if r.ProtoMajor == 1 {
+	if r.ProtoMajor == 1 || r.Method == http.MethodConnect {
 		// net/http serves an HTTP/1.1 connection's requests one after
 		// another on one goroutine, whose stack has grown already: a
 		// hand-off would only add two goroutine switches.

@@ -332,6 +332,9 @@ type Upstream struct {
 	Limits UpstreamLimits
 }
 
+// DefaultUpgrades is route.upgrades when absent: WebSocket.
+var DefaultUpgrades = []string{"websocket"}
+
 // Route is upstream.route: which requests go to the upstream.
 type Route struct {
 	// Host is empty (any host), an exact host name or IP (lower-cased; IPv6
@@ -342,6 +345,11 @@ type Route struct {
 	PathPrefix string
 	// Methods are HTTP method tokens; empty means any method.
 	Methods []string
+	// Upgrades are the protocols the route tunnels (HTTP/1.1 Upgrade
+	// tokens such as "websocket", RFC 9110 §7.8; the same names as an
+	// extended CONNECT's :protocol), lower-cased; DefaultUpgrades when
+	// absent, empty (never nil) when set to [] (every upgrade refused).
+	Upgrades []string
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

@@ -188,6 +188,7 @@ type rawRoute struct {
 	Host       *hcl2.Attribute `hcl:"host,optional"`
 	PathPrefix *hcl2.Attribute `hcl:"path_prefix,optional"`
 	Methods    *hcl2.Attribute `hcl:"methods,optional"`
+	Upgrades   *hcl2.Attribute `hcl:"upgrades,optional"`
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -163,7 +163,26 @@ func buildRoute(b blk, r *rawRoute) Route {
 		}
 		return ""
 	})
+	rt.Upgrades = append([]string{}, DefaultUpgrades...)
+	if r.Upgrades != nil {
+		rt.Upgrades = []string{}
+		for _, u := range b.strList(r.Upgrades, func(u string) string {
+			if !isUpgradeToken(u) {
+				return fmt.Sprintf("%q is not an upgrade protocol (a token, optionally \"/\" and a version token, as in \"websocket\")", u)
+			}
+			return ""
+		}) {
+			rt.Upgrades = append(rt.Upgrades, strings.ToLower(u))
+		}
+	}
 	return rt
+}
+
+// isUpgradeToken reports whether s is a protocol of an Upgrade field:
+// token ["/" token] (RFC 9110 §7.8).
+func isUpgradeToken(s string) bool {
+	name, version, ok := strings.Cut(s, "/")
+	return isToken(name) && (!ok || isToken(version))
 }
 
 // checkPathPrefix returns why p is not a valid path_prefix, or "". A prefix

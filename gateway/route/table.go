@@ -29,6 +29,10 @@ type Definition struct {
 	PathPrefix string
 	// Methods restricts the route to these methods; empty means any.
 	Methods []string
+	// Upgrades lists the protocols (HTTP/1.1 Upgrade tokens, extended
+	// CONNECT :protocol values) the route lets through as tunnels; nil
+	// means the caller's default. Not used for matching.
+	Upgrades []string
 	// Index is the route's position within its upstream's definition, used
 	// only for the deterministic tie-break and for reporting.
 	Index int

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Reasons of the answers a tunnel request can get from the gateway itself.
+const (
+	reasonUpgradeNotAllowed  = "upgrade_not_allowed"         // 403: the route does not allow this upgrade
+	reasonUpgradeBackend     = "upgrade_unsupported_backend" // 501: the backend picked speaks HTTP/2
+	reasonWebSocketHandshake = "invalid_websocket_handshake" // 400: RFC 6455 §4.2.1 / RFC 8441 §5
+	reasonUpgradeRefused     = "upgrade_refused"             // 502: the backend answered 2xx without switching
+)
+
+// ProtocolWebSocket is the upgrade token of WebSocket (RFC 6455 §4.1), the
+// one a route allows by default.
+const ProtocolWebSocket = "websocket"
+
+// DefaultUpgrades is what a route allows when its Upgrades is nil.
+var DefaultUpgrades = []string{ProtocolWebSocket}
+
+// tunnelRequest is the tunnel a request asks for.
+type tunnelRequest struct {
+	// token is the protocol, lower-cased: the first of an HTTP/1.1 Upgrade
+	// field, or the :protocol of an extended CONNECT ("websocket").
+	token string
+	// upgrade is the HTTP/1.1 Upgrade value as sent (forwarded unchanged);
+	// empty for an extended CONNECT, which sends token.
+	upgrade string
+	// extended is an extended CONNECT: RFC 8441 over HTTP/2, RFC 9220 over
+	// HTTP/3. The client gets 200, not 101.
+	extended bool
+}
+
+// tunnelOf reports the tunnel r asks for, if any:
+//   - HTTP/1.1: an Upgrade field with "upgrade" among the Connection options
+//     (RFC 9110 §7.8; without it, Upgrade is a stray hop-by-hop field and
+//     the request an ordinary one);
+//   - HTTP/2: CONNECT with :protocol, which net/http puts in
+//     r.Header[":protocol"] (RFC 8441 §4);
+//   - HTTP/3: CONNECT with :protocol, which quic-go puts in r.Proto (RFC 9220 §3).
+//
+// A plain CONNECT (no protocol) is not a tunnel this gateway opens.
+func tunnelOf(r *http.Request) (tunnelRequest, bool) {
+	switch r.ProtoMajor {
+	case 1:
+		up := r.Header["Upgrade"]
+		if len(up) == 0 || !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+			return tunnelRequest{}, false
+		}
+		token, _, _ := strings.Cut(up[0], ",")
+		token = strings.ToLower(strings.TrimSpace(token))
+		if token == "" {
+			return tunnelRequest{}, false
+		}
+		return tunnelRequest{token: token, upgrade: strings.Join(up, ", ")}, true
+	case 2:
+		if p := r.Header[":protocol"]; r.Method == http.MethodConnect && len(p) == 1 && p[0] != "" {
+			return tunnelRequest{token: strings.ToLower(p[0]), extended: true}, true
+		}
+	case 3:
+		if r.Method == http.MethodConnect && r.Proto != "" && !strings.HasPrefix(r.Proto, "HTTP/") {
+			return tunnelRequest{token: strings.ToLower(r.Proto), extended: true}, true
+		}
+	}
+	return tunnelRequest{}, false
+}
+
+// upgradeAllowed reports whether a route allowing allowed (nil:
+// DefaultUpgrades) lets token through. Tokens compare case-insensitively.
+func upgradeAllowed(allowed []string, token string) bool {
+	if allowed == nil {
+		allowed = DefaultUpgrades
+	}
+	return slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, token) })
+}
+
+// webSocketVersion is the only version of RFC 6455 (§4.1, §11.6).
+const webSocketVersion = "13"
+
+// validWebSocketRequest reports whether r is a well-formed opening handshake:
+// over HTTP/1.1 a GET with a Sec-WebSocket-Key of 16 base64-encoded bytes
+// (RFC 6455 §4.2.1); over extended CONNECT no key (RFC 8441 §5); version
+// 13 on both. A failed one gets 400 with "Sec-WebSocket-Version: 13"
+// (RFC 6455 §4.4).
+func validWebSocketRequest(r *http.Request, extended bool) bool {
+	if v := r.Header["Sec-Websocket-Version"]; len(v) != 1 || strings.TrimSpace(v[0]) != webSocketVersion {
+		return false
+	}
+	if extended {
+		return true
+	}
+	k := r.Header["Sec-Websocket-Key"]
+	if r.Method != http.MethodGet || len(k) != 1 {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(k[0]))
+	return err == nil && len(raw) == 16
+}
+
+// newWebSocketKey is a fresh Sec-WebSocket-Key for the HTTP/1.1 handshake
+// the gateway makes for an extended CONNECT (RFC 6455 §4.1: a random
+// 16-byte nonce, base64-encoded).
+func newWebSocketKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.StdEncoding.EncodeToString(b[:])
+}
+
+// webSocketAccept is the Sec-WebSocket-Accept a server answers key with
+// (RFC 6455 §4.2.2 step 5.4).
+func webSocketAccept(key string) string {
+	h := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// switched reports whether a 101 answer switched to the protocol tr asked
+// for: its Upgrade field names token (RFC 9110 §15.2.2), and, for a
+// WebSocket the gateway keyed itself (extended), it carries the accept of
+// key (RFC 6455 §4.1, the client's check).
+func switched(resp *http.Response, tr tunnelRequest, key string) bool {
+	up, _, _ := strings.Cut(resp.Header.Get("Upgrade"), ",")
+	if !strings.EqualFold(strings.TrimSpace(up), tr.token) {
+		return false
+	}
+	return key == "" || resp.Header.Get("Sec-Websocket-Accept") == webSocketAccept(key)
+}
