@@ -58,7 +58,10 @@ const ReasonGRPCNeedsHTTP2 = "grpc check needs an h2c:// or https:// backend, no
 // content-type application/grpc and te: trailers, one length-prefixed
 // message each way, grpc-status in the trailers (or in the headers of a
 // Trailers-Only response). The messages themselves are the generated
-// grpc_health_v1 types, marshalled by google.golang.org/protobuf.
+// grpc_health_v1 types, marshalled by google.golang.org/protobuf: the
+// schema comes from its owners, not from hand-written wire bytes. (That
+// package links grpc-go into the binary, about 6 MB, which the OTLP gRPC
+// exporter of interface.md's tracing block needs as well.)
 func grpcProbe(b *Backend, cfg *health.ActiveConfig) health.Probe {
 	if b.Scheme == transport.SchemeHTTP {
 		return func(context.Context) (bool, string) { return false, ReasonGRPCNeedsHTTP2 }
