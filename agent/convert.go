@@ -70,7 +70,8 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
-			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy}
+			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy,
+			GRPC: hc.GRPC, GRPCService: hc.GRPCService}
 	}
 	if od := u.OutlierDetection; od != nil {
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,

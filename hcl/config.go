@@ -395,7 +395,16 @@ type UpstreamConsul struct {
 // HealthCheck is upstream.health_check (active checks).
 type HealthCheck struct {
 	// Path requested on each backend; starts with "/" (default /health).
+	// Empty when GRPC.
 	Path string
+	// GRPC makes each check a gRPC health check (grpc.health.v1.Health/Check,
+	// grpc/grpc doc/health-checking.md) instead of a GET of Path; only
+	// SERVING passes. It needs HTTP/2 backends: with a static http://
+	// backend, or together with path, it is an error.
+	GRPC bool
+	// GRPCService is the service the gRPC check asks about ("" = the whole
+	// server); only with GRPC.
+	GRPCService string
 	// Interval between checks (default 5s); must be >= Timeout.
 	Interval time.Duration
 	// Timeout of one check (default 1s; > 0).

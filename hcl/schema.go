@@ -223,6 +223,8 @@ type rawHealthCheck struct {
 	HealthyThreshold   *hcl2.Attribute `hcl:"healthy_threshold,optional"`
 	UnhealthyThreshold *hcl2.Attribute `hcl:"unhealthy_threshold,optional"`
 	UnknownIsHealthy   *hcl2.Attribute `hcl:"unknown_is_healthy,optional"`
+	GRPC               *hcl2.Attribute `hcl:"grpc,optional"`
+	GRPCService        *hcl2.Attribute `hcl:"grpc_service,optional"`
 }
 
 // rawOutlierDetection is upstream.outlier_detection.

@@ -123,6 +123,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 	if r.HealthCheck != nil {
 		u.HealthCheck = buildHealthCheck(b.child("health_check", r.HealthCheck.DefRange), r.HealthCheck)
+		checkGRPCBackends(b, r, &u) // healthcheck_grpc.go
 	}
 	if r.OutlierDetection != nil {
 		u.OutlierDetection = buildOutlierDetection(b.child("outlier_detection", r.OutlierDetection.DefRange), r.OutlierDetection)
@@ -287,6 +288,7 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 			h.Path = p
 		}
 	}
+	buildGRPCCheck(b, r, h) // healthcheck_grpc.go
 	if h.Interval < h.Timeout && durationsOK {
 		a := r.Interval
 		if a == nil {

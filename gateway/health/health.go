@@ -48,8 +48,17 @@ const (
 // results, not totals (case B25).
 type ActiveConfig struct {
 	// Path is the request target on the backend, e.g. "/health" or
-	// "/status?full=1" (origin-form, RFC 9112 §3.2.1).
+	// "/status?full=1" (origin-form, RFC 9112 §3.2.1). Unused when GRPC.
 	Path string
+	// GRPC makes the check a gRPC health check: a unary call of
+	// grpc.health.v1.Health/Check (grpc/grpc doc/health-checking.md) over
+	// the backend's HTTP/2 connection (h2c or TLS) instead of a GET of
+	// Path; only the status SERVING passes. An http:// (HTTP/1.1) backend
+	// always fails it.
+	GRPC bool
+	// GRPCService is the service name the gRPC check asks about; "" asks
+	// about the server as a whole, as the health protocol defines.
+	GRPCService string
 	// Interval between checks (jittered ±10% by the checker) and the
 	// Timeout of one check.
 	Interval, Timeout time.Duration

@@ -40,11 +40,15 @@ func (u *Upstream) startChecks(b *Backend) {
 	}
 }
 
-// probe returns the active check of b: GET path over the backend's own
+// probe returns the active check of b: a gRPC health check when
+// Active.GRPC (grpccheck.go), otherwise GET path over the backend's own
 // protocol (HTTP/1.1, HTTP/2 over TLS or h2c, through b's own transport);
 // any 2xx passes. path is a request
 // target: a query ("/status?full=1") is sent as one.
 func (u *Upstream) probe(b *Backend) health.Probe {
+	if u.cfg.Active.GRPC {
+		return grpcProbe(b, u.cfg.Active)
+	}
 	target := &url.URL{Scheme: transport.URLScheme(b.Scheme), Host: b.Addr(), Path: u.cfg.Active.Path}
 	if ref, err := url.ParseRequestURI(u.cfg.Active.Path); err == nil {
 		target.Path, target.RawPath, target.RawQuery = ref.Path, ref.RawPath, ref.RawQuery
