@@ -1,0 +1,548 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/qpack"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+// grpcConn is a grpc-go client of h's TCP listener (HTTP/2 over TLS).
+func grpcConn(t *testing.T, h *harness) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(h.base[len("https://"):],
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost"})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// h2Client is an HTTP/2-only client of h.
+func h2Client(h *harness) *http.Client {
+	c := &http.Client{Transport: clientTransport(ProtocolH2, &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost"})}
+	h.t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// rawGRPC is a gRPC call made by hand over an http.Client (HTTP/2 or
+// HTTP/3): length-prefixed messages in a streamed request body, with
+// content-type application/grpc and te: trailers.
+type rawGRPC struct {
+	t     *testing.T
+	pw    *io.PipeWriter
+	got   chan rawResult
+	resp  *http.Response
+	start time.Time
+}
+
+type rawResult struct {
+	resp *http.Response
+	err  error
+}
+
+// startRawGRPC starts a call of method (e.g. "/pkg.Svc/Unary"); hdr are
+// more request fields, name and value in turn.
+func startRawGRPC(t *testing.T, client *http.Client, base, method string, hdr ...string) *rawGRPC {
+	t.Helper()
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+method, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	c := &rawGRPC{t: t, pw: pw, got: make(chan rawResult, 1), start: time.Now()}
+	go func() {
+		resp, err := client.Do(req)
+		c.got <- rawResult{resp, err}
+	}()
+	t.Cleanup(func() {
+		pw.CloseWithError(errors.New("test over"))
+		if c.resp == nil {
+			if r := <-c.got; r.resp != nil {
+				c.resp = r.resp
+			}
+		}
+		if c.resp != nil {
+			c.resp.Body.Close()
+		}
+		cancel()
+	})
+	return c
+}
+
+// send writes one message (blocking until the transport took it).
+func (c *rawGRPC) send(msg string) { _, _ = c.pw.Write([]byte(grpcMessage(msg))) }
+
+// closeSend ends the request stream.
+func (c *rawGRPC) closeSend() { c.pw.Close() }
+
+// response waits for the response headers.
+func (c *rawGRPC) response() *http.Response {
+	c.t.Helper()
+	if c.resp != nil {
+		return c.resp
+	}
+	select {
+	case r := <-c.got:
+		if r.err != nil {
+			c.t.Fatalf("gRPC call: %v", r.err)
+		}
+		c.resp = r.resp
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("no response headers in 10s")
+	}
+	return c.resp
+}
+
+// recv reads the next response message; io.EOF at the end of the stream.
+func (c *rawGRPC) recv() (string, error) {
+	body := c.response().Body
+	var p [5]byte
+	if _, err := io.ReadFull(body, p[:]); err != nil {
+		return "", err
+	}
+	msg := make([]byte, binary.BigEndian.Uint32(p[1:]))
+	if _, err := io.ReadFull(body, msg); err != nil {
+		return "", fmt.Errorf("message cut short: %w", err)
+	}
+	return string(msg), nil
+}
+
+// status is the call's grpc-status and grpc-message: from the trailers,
+// or from the header section of a Trailers-Only response.
+func (c *rawGRPC) status() (string, string) {
+	resp := c.response()
+	if s := resp.Header.Get("Grpc-Status"); s != "" {
+		return s, resp.Header.Get("Grpc-Message")
+	}
+	return resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message")
+}
+
+// waitFor receives from ch within 10 s.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+func drain[T any](ch chan T) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// TestI06GRPCCalls: a grpc-go client over the TCP HTTP/2 ingress, and a raw
+// HTTP/3 client, reach grpc-go servers over https:// and h2c://: unary,
+// server streaming, client streaming and bidirectional streaming, with
+// messages arriving one by one in both directions (gRPC over HTTP/2).
+func TestI06GRPCCalls(t *testing.T) {
+	for _, scheme := range []string{"https", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			uc, probe := grpcBackendWith(t, scheme)
+			h := newHarness(t, uc)
+			t.Run("grpc-go over h2", func(t *testing.T) { testGRPCGoCalls(t, grpcConn(t, h), probe) })
+			t.Run("raw h3", func(t *testing.T) { testRawGRPCCalls(t, h.client, h.base, probe) })
+		})
+	}
+}
+
+func testGRPCGoCalls(t *testing.T, cc *grpc.ClientConn, probe *grpcProbe) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("unary", func(t *testing.T) {
+		in, out := []byte("hi"), []byte(nil)
+		if err := cc.Invoke(ctx, "/pkg.Svc/Unary", &in, &out); err != nil || string(out) != "echo:hi" {
+			t.Fatalf("%q %v", out, err)
+		}
+	})
+	t.Run("server streaming", func(t *testing.T) {
+		cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/pkg.Svc/Stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := []byte("go")
+		if err := cs.SendMsg(&in); err != nil {
+			t.Fatal(err)
+		}
+		cs.CloseSend()
+		var at []time.Time
+		for i := 0; ; i++ {
+			var out []byte
+			err := cs.RecvMsg(&out)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || string(out) != fmt.Sprintf("msg%d", i) {
+				t.Fatalf("message %d: %q %v", i, out, err)
+			}
+			at = append(at, time.Now())
+		}
+		checkOneByOne(t, at)
+	})
+	t.Run("client streaming", func(t *testing.T) {
+		drain(probe.received)
+		cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/pkg.Svc/Collect")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"a", "b", "c"} {
+			in := []byte(m)
+			if err := cs.SendMsg(&in); err != nil {
+				t.Fatal(err)
+			}
+			// The next message goes only once the backend got this one.
+			if got := waitFor(t, probe.received, "message "+m+" at the backend"); got != m {
+				t.Fatalf("backend got %q, want %q", got, m)
+			}
+		}
+		cs.CloseSend()
+		var out []byte
+		if err := cs.RecvMsg(&out); err != nil || string(out) != "got:a,b,c" {
+			t.Fatalf("%q %v", out, err)
+		}
+		if err := cs.RecvMsg(&out); err != io.EOF {
+			t.Fatalf("after the answer: %v", err)
+		}
+	})
+	t.Run("bidirectional", func(t *testing.T) {
+		cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/pkg.Svc/Chat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 5 {
+			// Each message is sent only after the previous echo came
+			// back: held back in either direction, the call would stall.
+			in := []byte(fmt.Sprintf("m%d", i))
+			if err := cs.SendMsg(&in); err != nil {
+				t.Fatal(err)
+			}
+			var out []byte
+			if err := cs.RecvMsg(&out); err != nil || string(out) != "echo:"+string(in) {
+				t.Fatalf("echo %d: %q %v", i, out, err)
+			}
+		}
+		cs.CloseSend()
+		var out []byte
+		if err := cs.RecvMsg(&out); err != io.EOF {
+			t.Fatalf("end of the call: %v", err)
+		}
+	})
+}
+
+func testRawGRPCCalls(t *testing.T, client *http.Client, base string, probe *grpcProbe) {
+	wantOK := func(t *testing.T, c *rawGRPC) {
+		t.Helper()
+		if m, err := c.recv(); err != io.EOF {
+			t.Fatalf("after the last message: %q %v", m, err)
+		}
+		if st, msg := c.status(); st != "0" {
+			t.Fatalf("grpc-status %q (%q), want 0", st, msg)
+		}
+	}
+	t.Run("unary", func(t *testing.T) {
+		c := startRawGRPC(t, client, base, "/pkg.Svc/Unary")
+		c.send("hi")
+		c.closeSend()
+		if resp := c.response(); resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/grpc" {
+			t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+		}
+		if m, err := c.recv(); err != nil || m != "echo:hi" {
+			t.Fatalf("%q %v", m, err)
+		}
+		wantOK(t, c)
+	})
+	t.Run("server streaming", func(t *testing.T) {
+		c := startRawGRPC(t, client, base, "/pkg.Svc/Stream")
+		c.send("go")
+		c.closeSend()
+		var at []time.Time
+		for i := range 5 {
+			if m, err := c.recv(); err != nil || m != fmt.Sprintf("msg%d", i) {
+				t.Fatalf("message %d: %q %v", i, m, err)
+			}
+			at = append(at, time.Now())
+		}
+		checkOneByOne(t, at)
+		wantOK(t, c)
+	})
+	t.Run("client streaming", func(t *testing.T) {
+		drain(probe.received)
+		c := startRawGRPC(t, client, base, "/pkg.Svc/Collect")
+		for _, m := range []string{"a", "b", "c"} {
+			c.send(m)
+			if got := waitFor(t, probe.received, "message "+m+" at the backend"); got != m {
+				t.Fatalf("backend got %q, want %q", got, m)
+			}
+		}
+		c.closeSend()
+		if m, err := c.recv(); err != nil || m != "got:a,b,c" {
+			t.Fatalf("%q %v", m, err)
+		}
+		wantOK(t, c)
+	})
+	t.Run("bidirectional", func(t *testing.T) {
+		c := startRawGRPC(t, client, base, "/pkg.Svc/Chat")
+		for i := range 5 {
+			m := fmt.Sprintf("m%d", i)
+			c.send(m)
+			if got, err := c.recv(); err != nil || got != "echo:"+m {
+				t.Fatalf("echo %d: %q %v", i, got, err)
+			}
+		}
+		c.closeSend()
+		wantOK(t, c)
+	})
+}
+
+// checkOneByOne: the Stream method's messages, sent 200 ms apart, arrived
+// apart, not held back and batched.
+func checkOneByOne(t *testing.T, at []time.Time) {
+	t.Helper()
+	if len(at) != 5 {
+		t.Fatalf("%d messages, want 5", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 100*time.Millisecond {
+			t.Errorf("message %d arrived %v after the previous one: held back and batched", i, gap)
+		}
+	}
+}
+
+// TestI06GRPCDeadline: grpc-timeout bounds the call at the gateway. A
+// backend that hangs (ignoring its own deadline) before its response
+// headers gets the client a Trailers-Only DEADLINE_EXCEEDED; one that hangs
+// after a first message gets the message, then trailers with
+// DEADLINE_EXCEEDED (no reset), over HTTP/2 and HTTP/3. grpc-timeout still
+// reaches the backend; a malformed one is answered INTERNAL.
+func TestI06GRPCDeadline(t *testing.T) {
+	for _, scheme := range []string{"https", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			uc, probe := grpcBackendWith(t, scheme)
+			h := newHarness(t, uc)
+			clients := map[string]*http.Client{"h2": h2Client(h), "h3": h.client}
+			for _, proto := range []string{"h2", "h3"} {
+				client := clients[proto]
+				t.Run(proto+"/before headers", func(t *testing.T) {
+					drain(probe.started)
+					c := startRawGRPC(t, client, h.base, "/pkg.Svc/Hang", "Grpc-Timeout", "300m")
+					c.send("x")
+					c.closeSend()
+					if a := waitFor(t, probe.started, "the call at the backend"); a.method != "Hang" || !a.hasDeadline {
+						t.Errorf("backend got %+v, want Hang with the deadline of grpc-timeout", a)
+					}
+					resp := c.response()
+					elapsed := time.Since(c.start)
+					if st, msg := c.status(); resp.StatusCode != 200 || st != "4" || msg != reasonGRPCTimeout {
+						t.Fatalf("%d grpc-status %q %q, want 200 Trailers-Only DEADLINE_EXCEEDED %s", resp.StatusCode, st, msg, reasonGRPCTimeout)
+					}
+					if elapsed < 300*time.Millisecond || elapsed > 5*time.Second {
+						t.Errorf("answered after %v, want the 300ms deadline", elapsed)
+					}
+					if m, err := c.recv(); err != io.EOF {
+						t.Errorf("Trailers-Only answer has a body: %q %v", m, err)
+					}
+				})
+				t.Run(proto+"/after headers", func(t *testing.T) {
+					drain(probe.started)
+					c := startRawGRPC(t, client, h.base, "/pkg.Svc/HangAfter", "Grpc-Timeout", "300000u")
+					c.send("x")
+					c.closeSend()
+					if m, err := c.recv(); err != nil || m != "first" {
+						t.Fatalf("first message: %q %v", m, err)
+					}
+					if m, err := c.recv(); err != io.EOF {
+						t.Fatalf("after the first message: %q %v, want the end of the stream (trailers, no reset)", m, err)
+					}
+					elapsed := time.Since(c.start)
+					if st, msg := c.status(); st != "4" || msg != reasonGRPCTimeout {
+						t.Fatalf("trailers grpc-status %q %q, want DEADLINE_EXCEEDED %s", st, msg, reasonGRPCTimeout)
+					}
+					if elapsed < 300*time.Millisecond || elapsed > 5*time.Second {
+						t.Errorf("ended after %v, want the 300ms deadline", elapsed)
+					}
+					if a := waitFor(t, probe.started, "the call at the backend"); a.method != "HangAfter" || !a.hasDeadline {
+						t.Errorf("backend got %+v", a)
+					}
+				})
+				t.Run(proto+"/malformed", func(t *testing.T) {
+					for _, v := range []string{"123456789S", "1x", "-1S", "S"} {
+						c := startRawGRPC(t, client, h.base, "/pkg.Svc/Unary", "Grpc-Timeout", v)
+						c.send("x")
+						c.closeSend()
+						if st, msg := c.status(); st != "13" || msg != reasonGRPCTimeoutInvalid {
+							t.Errorf("grpc-timeout %q: grpc-status %q %q, want INTERNAL %s", v, st, msg, reasonGRPCTimeoutInvalid)
+						}
+					}
+				})
+			}
+			t.Run("grpc-go", func(t *testing.T) {
+				drain(probe.started)
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				in, out := []byte("x"), []byte(nil)
+				err := grpcConn(t, h).Invoke(ctx, "/pkg.Svc/Hang", &in, &out)
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Fatalf("%v, want DEADLINE_EXCEEDED", err)
+				}
+				if a := waitFor(t, probe.started, "the call at the backend"); !a.hasDeadline {
+					t.Error("the deadline did not reach the backend")
+				}
+			})
+		})
+	}
+}
+
+// TestI06GRPCCancel: a call the client cancels is cancelled at the backend:
+// the grpc-go server's handler sees its context done, for a grpc-go client
+// over HTTP/2 and for a raw HTTP/3 client resetting its stream (both
+// directions, or only its request side).
+func TestI06GRPCCancel(t *testing.T) {
+	for _, scheme := range []string{"https", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			uc, probe := grpcBackendWith(t, scheme)
+			h := newHarness(t, uc)
+			backendCanceled := func(t *testing.T) {
+				t.Helper()
+				defer drain(probe.done)
+				if err := waitFor(t, probe.done, "the backend's context to end"); !errors.Is(err, context.Canceled) {
+					t.Errorf("backend context ended with %v, want canceled", err)
+				}
+			}
+			t.Run("grpc-go over h2", func(t *testing.T) {
+				drain(probe.started)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				cs, err := grpcConn(t, h).NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/pkg.Svc/Wait")
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := []byte("x")
+				if err := cs.SendMsg(&in); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, probe.started, "the call at the backend")
+				cancel()
+				backendCanceled(t)
+				var out []byte
+				if err := cs.RecvMsg(&out); status.Code(err) != codes.Canceled {
+					t.Errorf("client: %v", err)
+				}
+			})
+			for _, c := range []struct {
+				name string
+				both bool
+			}{{"raw h3 reset", true}, {"raw h3 reset of the request side", false}} {
+				t.Run(c.name, func(t *testing.T) {
+					drain(probe.started)
+					str, err := dialRaw(t, h).OpenStreamSync(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					str.Write(headersFrame(reqFields("POST", "/pkg.Svc/Wait",
+						qpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+						qpack.HeaderField{Name: "te", Value: "trailers"})...))
+					str.Write(dataFrame(grpcMessage("x")))
+					waitFor(t, probe.started, "the call at the backend")
+					str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeRequestCanceled))
+					if c.both {
+						str.CancelRead(quic.StreamErrorCode(http3.ErrCodeRequestCanceled))
+					}
+					backendCanceled(t)
+				})
+			}
+		})
+	}
+}
+
+// TestI06GRPCMessageTooLarge: a gRPC message beyond max_request_body_bytes
+// is refused with RESOURCE_EXHAUSTED: Trailers-Only before the backend
+// answered, trailers (not a reset) once its response started.
+func TestI06GRPCMessageTooLarge(t *testing.T) {
+	big := strings.Repeat("x", 4096)
+	for _, scheme := range []string{"https", "h2c"} {
+		t.Run(scheme, func(t *testing.T) {
+			uc, _ := grpcBackendWith(t, scheme)
+			h := startHarness(t, ListenerConfig{Limits: Limits{MaxRequestBodyBytes: 1024}}, ProtocolH3, uc)
+			cc := grpcConn(t, h)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			wantExhausted := func(t *testing.T, err error) {
+				t.Helper()
+				if s, _ := status.FromError(err); s.Code() != codes.ResourceExhausted || s.Message() != reasonBodyTooLarge {
+					t.Fatalf("%v, want RESOURCE_EXHAUSTED %s", err, reasonBodyTooLarge)
+				}
+			}
+			t.Run("unary", func(t *testing.T) {
+				in, out := []byte(big), []byte(nil)
+				wantExhausted(t, cc.Invoke(ctx, "/pkg.Svc/Unary", &in, &out))
+				in = []byte("small")
+				if err := cc.Invoke(ctx, "/pkg.Svc/Unary", &in, &out); err != nil {
+					t.Fatalf("a small message after it: %v", err)
+				}
+			})
+			t.Run("mid-stream", func(t *testing.T) {
+				cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/pkg.Svc/Chat")
+				if err != nil {
+					t.Fatal(err)
+				}
+				in, out := []byte("a"), []byte(nil)
+				if err := cs.SendMsg(&in); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.RecvMsg(&out); err != nil || string(out) != "echo:a" {
+					t.Fatalf("%q %v", out, err)
+				}
+				in = []byte(big)
+				_ = cs.SendMsg(&in) // io.EOF once the gateway ended the call
+				err = cs.RecvMsg(&out)
+				wantExhausted(t, err)
+			})
+			t.Run("raw h3 mid-stream", func(t *testing.T) {
+				c := startRawGRPC(t, h.client, h.base, "/pkg.Svc/Chat")
+				c.send("a")
+				if m, err := c.recv(); err != nil || m != "echo:a" {
+					t.Fatalf("%q %v", m, err)
+				}
+				go c.send(big) // the transport may stop taking it
+				if m, err := c.recv(); err != io.EOF {
+					t.Fatalf("%q %v, want the end of the stream (trailers, no reset)", m, err)
+				}
+				if st, msg := c.status(); st != "8" || msg != reasonBodyTooLarge {
+					t.Fatalf("trailers grpc-status %q %q, want RESOURCE_EXHAUSTED %s", st, msg, reasonBodyTooLarge)
+				}
+			})
+		})
+	}
+}
