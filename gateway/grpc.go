@@ -76,13 +76,12 @@ func parseGRPCTimeout(v string) (d time.Duration, ok bool) {
 // stands so that the gateway can end a started response with a gRPC status
 // in trailers instead of a stream reset.
 type grpcCall struct {
-	w       http.ResponseWriter
-	r       *http.Request
-	timeout time.Duration // from grpc-timeout; valid only when hasTimeout
+	w http.ResponseWriter
+	r *http.Request
 	// hasTimeout: a grpc-timeout was sent; badTimeout: it was malformed.
 	hasTimeout, badTimeout bool
-	deadline               time.Time
-	frames                 *grpcFrames     // the response's message framing; nil until a gRPC response started
+	deadline               time.Time   // arrival + grpc-timeout, when hasTimeout
+	frames                 *grpcFrames // the response's message framing; nil until a gRPC response started
 }
 
 // newGRPCCall is the grpcCall of r, nil when r is not a gRPC request.
@@ -96,7 +95,7 @@ func newGRPCCall(w http.ResponseWriter, r *http.Request, start time.Time) *grpcC
 		c.hasTimeout = true
 		d, ok := parseGRPCTimeout(vs[0])
 		c.badTimeout = !ok || len(vs) > 1
-		c.timeout, c.deadline = d, start.Add(d)
+		c.deadline = start.Add(d)
 	}
 	return c
 }

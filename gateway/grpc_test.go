@@ -62,7 +62,7 @@ func grpcBackendOver(t *testing.T, scheme string) UpstreamConfig {
 // grpcProbe observes the calls of grpcBackendWith's server. Its channels are
 // buffered and never block a handler (a full one drops the event).
 type grpcProbe struct {
-	received chan string     // Collect, Chat: each message as it arrives
+	received chan string      // Collect, Chat: each message as it arrives
 	started  chan grpcArrival // Hang, HangAfter, Wait: the call arrived
 	done     chan error       // Wait: the call's context ended, with its error
 }
