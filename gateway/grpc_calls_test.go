@@ -546,3 +546,32 @@ func TestI06GRPCMessageTooLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestI06GRPCIdleStream: client_body_timeout applies to a gRPC stream whose
+// client sends nothing more: once the backend answered, the call ends with
+// trailers DEADLINE_EXCEEDED client_body_timeout, not a reset.
+func TestI06GRPCIdleStream(t *testing.T) {
+	uc, _ := grpcBackendWith(t, "h2c")
+	h := startHarness(t, ListenerConfig{Limits: Limits{ClientBodyTimeout: 300 * time.Millisecond}}, ProtocolH3, uc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := grpcConn(t, h).NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/pkg.Svc/Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := []byte("a"), []byte(nil)
+	if err := cs.SendMsg(&in); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RecvMsg(&out); err != nil || string(out) != "echo:a" {
+		t.Fatalf("%q %v", out, err)
+	}
+	start := time.Now()
+	err = cs.RecvMsg(&out) // the client stays silent
+	if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != reasonClientBodyTimeout {
+		t.Fatalf("%v, want DEADLINE_EXCEEDED %s", err, reasonClientBodyTimeout)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("ended after %v, before client_body_timeout", d)
+	}
+}
