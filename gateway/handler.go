@@ -24,7 +24,9 @@ import (
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
-// fails after the response started.
+// fails after the response started. gRPC calls (grpc.go) are bounded by
+// their grpc-timeout and end a started response with gRPC trailers, not a
+// reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start)}
