@@ -285,7 +285,7 @@ upstream "a" {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n", "\nimpulse_tcp_connections 0\n"} {
+	for _, unlabelled := range []string{"\nimpulse_requests 0\n", "\nimpulse_grpc_requests 0\n", "\nimpulse_upstream_backends_eligible 0\n", "\nimpulse_quic_connections 0\n", "\nimpulse_tcp_connections 0\n"} {
 		if strings.Contains(body, unlabelled) {
 			t.Errorf("metrics carry the unlabelled default series%q", unlabelled)
 		}

@@ -46,11 +46,18 @@ func newHarnessOver(t *testing.T, proto string, ups ...UpstreamConfig) *harness 
 // are filled in when empty) and a client for proto.
 func startHarness(t *testing.T, lc ListenerConfig, proto string, ups ...UpstreamConfig) *harness {
 	t.Helper()
+	return startHarnessConfig(t, Config{Upstreams: ups}, lc, proto)
+}
+
+// startHarnessConfig is startHarness with the whole gateway Config (its
+// Metrics, say).
+func startHarnessConfig(t *testing.T, cfg Config, lc ListenerConfig, proto string) *harness {
+	t.Helper()
 	cert, err := selfsigned.New("localhost", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(Config{Upstreams: ups})
+	gw, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

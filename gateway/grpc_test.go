@@ -55,6 +55,51 @@ func grpcBackend(t *testing.T) UpstreamConfig { return grpcBackendOver(t, "https
 // (grpc-go's cleartext HTTP/2 with prior knowledge, insecure credentials).
 func grpcBackendOver(t *testing.T, scheme string) UpstreamConfig {
 	t.Helper()
+	uc, _ := grpcBackendWith(t, scheme)
+	return uc
+}
+
+// grpcProbe observes the calls of grpcBackendWith's server. Its channels are
+// buffered and never block a handler (a full one drops the event).
+type grpcProbe struct {
+	received chan string      // Collect, Chat: each message as it arrives
+	started  chan grpcArrival // Hang, HangAfter, Wait: the call arrived
+	done     chan error       // Wait: the call's context ended, with its error
+}
+
+// grpcArrival is a call as the backend's handler got it.
+type grpcArrival struct {
+	method      string
+	hasDeadline bool // grpc-timeout reached the backend (grpc-go turns it into the context's deadline)
+}
+
+func notify[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
+// grpcBackendWith is grpcBackendOver with more of pkg.Svc, observed by the
+// returned probe: Collect (client streaming: "got:" and the messages joined
+// by commas once the client is done), Chat (bidirectional: "echo:" and each
+// message as it arrives), Hang (takes a message and never answers, ignoring
+// its context, until the test ends), HangAfter (takes a message, sends
+// "first", then hangs as Hang) and Wait (takes a message and waits for its
+// context to end).
+func grpcBackendWith(t *testing.T, scheme string) (UpstreamConfig, *grpcProbe) {
+	t.Helper()
+	probe := &grpcProbe{received: make(chan string, 64), started: make(chan grpcArrival, 64), done: make(chan error, 64)}
+	release := make(chan struct{})
+	arrived := func(method string, ss grpc.ServerStream) error {
+		var in []byte
+		if err := ss.RecvMsg(&in); err != nil {
+			return err
+		}
+		_, ok := ss.Context().Deadline()
+		notify(probe.started, grpcArrival{method, ok})
+		return nil
+	}
 	cert, err := selfsigned.New("localhost", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +134,68 @@ func grpcBackendOver(t *testing.T, scheme string) UpstreamConfig {
 				}
 				return status.Error(codes.InvalidArgument, "bad thing")
 			}},
+			{StreamName: "Collect", ClientStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+				var got []string
+				for {
+					var in []byte
+					err := ss.RecvMsg(&in)
+					if err == io.EOF {
+						out := []byte("got:" + strings.Join(got, ","))
+						return ss.SendMsg(&out)
+					}
+					if err != nil {
+						return err
+					}
+					got = append(got, string(in))
+					notify(probe.received, string(in))
+				}
+			}},
+			{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+				for {
+					var in []byte
+					err := ss.RecvMsg(&in)
+					if err == io.EOF {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					notify(probe.received, string(in))
+					out := append([]byte("echo:"), in...)
+					if err := ss.SendMsg(&out); err != nil {
+						return err
+					}
+				}
+			}},
+			{StreamName: "Hang", ServerStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+				if err := arrived("Hang", ss); err != nil {
+					return err
+				}
+				<-release
+				return nil
+			}},
+			{StreamName: "HangAfter", ServerStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+				var in []byte
+				if err := ss.RecvMsg(&in); err != nil {
+					return err
+				}
+				out := []byte("first")
+				if err := ss.SendMsg(&out); err != nil {
+					return err
+				}
+				_, ok := ss.Context().Deadline()
+				notify(probe.started, grpcArrival{"HangAfter", ok})
+				<-release
+				return nil
+			}},
+			{StreamName: "Wait", ServerStreams: true, ClientStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+				if err := arrived("Wait", ss); err != nil {
+					return err
+				}
+				<-ss.Context().Done()
+				notify(probe.done, ss.Context().Err())
+				return ss.Context().Err()
+			}},
 			{StreamName: "Stream", ServerStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
 				var in []byte
 				if err := ss.RecvMsg(&in); err != nil {
@@ -120,11 +227,12 @@ func grpcBackendOver(t *testing.T, scheme string) UpstreamConfig {
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Stop(); <-done })
+	t.Cleanup(func() { close(release) }) // first: hanging handlers return
 	return UpstreamConfig{
 		Config: upstream.Config{Name: "grpc", ResponseHeaderTimeout: 5 * time.Second, TLS: &tls.Config{RootCAs: cert.Pool}},
 		Routes: []RouteConfig{{PathPrefix: "/"}},
 		Static: []upstream.Spec{{ID: "0", Scheme: scheme, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}},
-	}
+	}, probe
 }
 
 // grpcMessage is one length-prefixed, uncompressed gRPC message.

@@ -26,10 +26,12 @@ import (
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
-// fails after the response started.
+// fails after the response started. gRPC calls (grpc.go) are bounded by
+// their grpc-timeout and end a started response with gRPC trailers, not a
+// reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := recorder{g: g, listener: listener, r: r, start: start}
+	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start)}
 	tbl := g.table.Load()
 	lim := g.limitsFor(listener)
 	if len(r.RequestURI) > lim.MaxURIBytes {
@@ -91,6 +93,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
 		return
 	}
+	if rec.grpc.invalidTimeout() {
+		rec.finish(w, up, nil, http.StatusBadRequest, reasonGRPCTimeoutInvalid)
+		return
+	}
 	maxBody := bodyLimit(lim, tbl, up)
 	if maxBody > 0 && r.ContentLength > maxBody {
 		closeConnAfter(w, r)
@@ -114,6 +120,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	traced, iw := withInterim(w, r)
 	traced = g.withClientCert(traced, listener, r)
+	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
+	defer stopDeadline()
 	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
@@ -132,9 +140,12 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		if iw.invalidResponse(err) {
 			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
 		}
+		if rec.grpc.expired() { // the client's deadline, not the backend's failure
+			status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
+		}
 		// A stream the backend left unprocessed (graceful GOAWAY; a body too
 		// long to send again) is not its failure.
-		if status != transport.StatusClientClosed && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {
+		if status != transport.StatusClientClosed && reason != reasonGRPCTimeout && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {
 			outcome, failReason = health.Failure, reason
 		}
 		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
@@ -142,12 +153,16 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	defer resp.Body.Close()
+	rec.grpc.watch(resp)
 	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:
 		// The backend answered early, then the connection broke on the
 		// client's bad body: not the backend's failure.
 		rec.clientBodyFailed(w, up, b, body.failed(), true)
+	case backendErr != nil && rec.grpc.expired():
+		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
+		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
 	case backendErr != nil && r.Context().Err() == nil:
 		outcome, failReason = health.Failure, transport.ReasonBodyFailed
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
@@ -171,6 +186,7 @@ type recorder struct {
 	listener string
 	r        *http.Request
 	start    time.Time
+	grpc     *grpcCall // nil unless a gRPC request
 }
 
 // clientBodyFailed ends a request whose body the client did not deliver,
@@ -183,8 +199,8 @@ func (rec recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstrea
 	if status, reason := bodyLimitAnswer(failure); status != 0 {
 		// A limit, not a malformed request: answered while it can be.
 		if started {
-			rec.record(up, b, status, reason)
-			panic(http.ErrAbortHandler)
+			rec.endStream(w, up, b, status, reason) // gRPC trailers if it can (grpc.go)
+			return
 		}
 		closeConnAfter(w, rec.r)
 		rec.finish(w, up, b, status, reason)
@@ -252,10 +268,19 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		backendID = b.ID
 	}
 	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
+	grpcStatus := ""
+	if rec.grpc != nil {
+		grpcStatus = rec.grpc.outcome(status)
+		g.metrics.grpcRequest(rec.listener, protocolOf(r), upName, status, grpcStatus)
+	}
 	if g.log.IsDebug() {
-		g.log.Debug("request", "method", r.Method, "host", r.Host, "path", r.URL.Path,
+		args := []any{"method", r.Method, "host", r.Host, "path", r.URL.Path,
 			"status", status, "reason", reason, "upstream", upName, "backend", backendID,
-			"duration_ms", float64(elapsed.Microseconds())/1000, "remote", r.RemoteAddr)
+			"duration_ms", float64(elapsed.Microseconds()) / 1000, "remote", r.RemoteAddr}
+		if grpcStatus != "" {
+			args = append(args, "grpc_status", grpcStatus)
+		}
+		g.log.Debug("request", args...)
 	}
 }
 

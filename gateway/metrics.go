@@ -32,6 +32,7 @@ var (
 	CounterDefinitions = []prometheus.CounterDefinition{
 		{Name: metricRequests, Help: "Requests handled, by listener, upstream, status class (code) and gateway reason."},
 		{Name: metricTunnelBytes, Help: "Bytes relayed through tunnels (WebSocket and other upgrades), by listener, upstream and direction (to_backend, to_client)."},
+		{Name: metricGRPCRequests, Help: "gRPC calls handled, by listener, protocol, upstream, HTTP status class (code) and gRPC status (grpc_status, e.g. OK, UNAVAILABLE)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
@@ -54,10 +55,11 @@ type gatewayMetrics struct {
 	// requests counts and times requests per label set on the hot path
 	// without go-metrics' label handling; flush hands the deltas to
 	// go-metrics (every second and before every scrape).
-	requests sync.Map // requestKey → *requestCount
-	flushMu  sync.Mutex
-	tunnels  tunnelCounts // tunnelmetrics.go
-	tunnelMu sync.Mutex   // one byte flush at a time
+	requests  sync.Map // requestKey → *requestCount
+	grpcCalls sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
+	flushMu   sync.Mutex
+	tunnels   tunnelCounts // tunnelmetrics.go
+	tunnelMu  sync.Mutex   // one byte flush at a time
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -206,6 +208,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 		gm.m.IncrCounterWithLabels(metricDurationSum, float32(dd.sumUs)/1e3, labels)
 		gm.m.IncrCounterWithLabels(metricDurationCount, float32(cum), labels)
 	}
+	gm.flushGRPC(now, live)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when

@@ -107,7 +107,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	setClientCert(ctx, out.Header, r) // clientcert.go
 	var wb *watchedBody
 	if out.Body != nil {
-		wb = &watchedBody{ReadCloser: out.Body}
+		wb = &watchedBody{ReadCloser: out.Body, client: r.Context()}
 		out.Body = wb
 		if transport.IsHTTP2(b.Scheme) {
 			// x/net/http2 replays streams a graceful GOAWAY or REFUSED_STREAM

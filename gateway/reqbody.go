@@ -118,6 +118,11 @@ type watchedBody struct {
 	io.ReadCloser
 	failure atomic.Int32
 	closed  atomic.Bool // the transport closed the body: later errors are its own
+	// client is the client request's context (nil: unknown). Go's HTTP/2
+	// server cancels it before it fails the body of a stream the client
+	// reset, with an error of no exported type: a failure then is the
+	// client going away, not a malformed body.
+	client context.Context
 	// onEOF, when set, is called (from the transport's goroutine) when the
 	// body has been read to its end.
 	onEOF func()
@@ -129,7 +134,11 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	case err == io.EOF && w.onEOF != nil:
 		w.onEOF()
 	case err != nil && err != io.EOF && !w.closed.Load():
-		w.failure.CompareAndSwap(bodyOK, bodyErrorKind(err))
+		kind := bodyErrorKind(err)
+		if kind == bodyMalformed && w.client != nil && w.client.Err() != nil {
+			kind = bodyCanceled
+		}
+		w.failure.CompareAndSwap(bodyOK, kind)
 	}
 	return n, err
 }
