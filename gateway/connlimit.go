@@ -95,6 +95,9 @@ type limitedConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection under c (the TCP one), as tls.Conn's.
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.lim.release)

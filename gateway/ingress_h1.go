@@ -38,7 +38,7 @@ func adaptTCP(rec recorder, w http.ResponseWriter, r *http.Request) bool {
 	if r.ProtoMajor != 1 {
 		return true
 	}
-	if r.URL.IsAbs() || r.URL.Host != "" {
+	if r.Method != http.MethodConnect && (r.URL.IsAbs() || r.URL.Host != "") { // CONNECT's authority form: 501 in serve
 		scheme := strings.ToLower(r.URL.Scheme)
 		rest, ok := strings.CutPrefix(r.RequestURI[len(scheme):], "://")
 		if (scheme != "http" && scheme != "https") || !ok {

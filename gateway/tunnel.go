@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -387,12 +388,21 @@ func (t *tunnel) cut() {
 // resetConn closes c with a TCP reset where it can, so the client sees an
 // error rather than what could pass for a clean end.
 func resetConn(c net.Conn) {
-	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
-		if tcp, ok := tc.NetConn().(*net.TCPConn); ok {
-			_ = tcp.SetLinger(0)
-		}
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn() // tls.Conn's Close sends close_notify: a clean end
 	}
-	_ = c.Close()
+	for inner := c; inner != nil; {
+		if tcp, ok := inner.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+			break
+		}
+		w, ok := inner.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		inner = w.NetConn()
+	}
+	_ = c.Close() // the max_connections wrapper's Close gives the slot back
 }
 
 // errTunnelClosed ends writes after the gateway's own close frame.
