@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
 
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -86,6 +87,11 @@ type ListenerConfig struct {
 	// Limits are the listener's protocol limits; zero fields are defaults
 	// (see Limits).
 	Limits Limits
+	// RateLimit limits the requests routed through this listener, applied
+	// right after routing and before the upstream's (ratelimit.Config,
+	// Gateway.admitRate); nil means none. On Apply an unchanged block
+	// keeps its buckets, a changed one starts with an empty table.
+	RateLimit *ratelimit.Config
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of
@@ -106,6 +112,11 @@ type UpstreamConfig struct {
 	// for requests routed to this upstream, in bytes; 0 means the
 	// listener's. Apply switches it at once.
 	MaxRequestBodyBytes int64
+	// RateLimit limits the requests routed to this upstream, after the
+	// listener's limit (ratelimit.Config, Gateway.admitRate); nil means
+	// none. On Apply an unchanged block keeps its buckets, a changed one
+	// starts with an empty table.
+	RateLimit *ratelimit.Config
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -128,6 +139,7 @@ type table struct {
 	routes     *route.Table[*upstream.Upstream]
 	upstreams  map[string]*upstream.Upstream
 	configs    map[string]UpstreamConfig
+	rates      rateLimiters // by upstream name (ratelimits.go)
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -154,7 +166,8 @@ type Gateway struct {
 	sampling     sync.WaitGroup
 	workers      *workers
 
-	limits atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
+	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
+	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -214,7 +227,11 @@ func (g *Gateway) applyUpstreams(ups []UpstreamConfig) error {
 
 func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	old := g.table.Load()
-	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}}
+	rates, err := upstreamRateLimiters(old.rates, ups)
+	if err != nil {
+		return err
+	}
+	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {

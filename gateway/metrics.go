@@ -34,6 +34,7 @@ var (
 		{Name: metricTunnelBytes, Help: "Bytes relayed through tunnels (WebSocket and other upgrades), by listener, upstream and direction (to_backend, to_client)."},
 		{Name: metricGRPCRequests, Help: "gRPC calls handled, by listener, protocol, upstream, HTTP status class (code) and gRPC status (grpc_status, e.g. OK, UNAVAILABLE)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
+		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener or upstream: whose rate_limit refused)."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
 	// has no definition: go-metrics would add an unlabelled zero series, a
@@ -55,11 +56,12 @@ type gatewayMetrics struct {
 	// requests counts and times requests per label set on the hot path
 	// without go-metrics' label handling; flush hands the deltas to
 	// go-metrics (every second and before every scrape).
-	requests  sync.Map // requestKey → *requestCount
-	grpcCalls sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
-	flushMu   sync.Mutex
-	tunnels   tunnelCounts // tunnelmetrics.go
-	tunnelMu  sync.Mutex   // one byte flush at a time
+	requests   sync.Map // requestKey → *requestCount
+	grpcCalls  sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
+	rateLimits sync.Map // rateLimitedKey → *rateLimitedCount (ratelimits.go)
+	flushMu    sync.Mutex
+	tunnels    tunnelCounts // tunnelmetrics.go
+	tunnelMu   sync.Mutex   // one byte flush at a time
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -209,6 +211,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 		gm.m.IncrCounterWithLabels(metricDurationCount, float32(cum), labels)
 	}
 	gm.flushGRPC(now, live)
+	gm.flushRateLimited(now, live)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when
