@@ -139,6 +139,12 @@ upstream "web" {
   limits {
     max_request_body_bytes = 0    # replaces the listener's for requests routed here; 0 = the listener's
   }
+
+  # rate_limit {                  # none by default (429 rate_limited beyond); a listener takes the same block, applied first
+  #   requests_per_second = 50    # required in the block: > 0, fractions allowed
+  #   burst               = 50    # default ceil(requests_per_second); >= 1
+  #   key                 = "client_ip" # client_ip | header:NAME | route
+  # }
 }
 
 # Path normalisation (top level; README "Paths: what is matched, what is forwarded").
