@@ -37,7 +37,7 @@ func StringKey(s string) Key { return Key{h: maphash.String(seed, s)} }
 // request built in process without one, shares the bucket of the zero
 // address); header:NAME from the first value of the header (absent and
 // empty share one bucket); route from route, the matched route's identity.
-// It does not allocate.
+// It does not allocate (an IPv6 zone in RemoteAddr aside).
 func (l *Limiter) Key(r *http.Request, route string) Key {
 	switch l.kind {
 	case kindHeader:
