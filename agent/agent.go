@@ -141,6 +141,7 @@ func (a *Agent) build() error {
 	}
 	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
 	if a.gw, err = gateway.New(gc); err != nil {
+		a.tel.close()
 		return err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
@@ -184,6 +185,7 @@ func (a *Agent) load() (*hcl.Config, error) {
 // directory is removed on every return.
 func (a *Agent) Run(ctx context.Context) error {
 	err := a.run(ctx)
+	a.tel.close() // last: the drain's final metrics reach statsd and DogStatsD
 	a.closeDev()
 	if err != nil {
 		a.reportStart(err)
@@ -344,7 +346,7 @@ func (a *Agent) reloadLocked() error {
 	a.base = base
 	a.controlToken.Store(&token)
 	oldCtl, newCtl := a.cfg.Control, cfg.Control
-	if oldCtl.Address != newCtl.Address || oldCtl.EnableDebug != newCtl.EnableDebug || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
+	if oldCtl.Address != newCtl.Address || oldCtl.EnableDebug != newCtl.EnableDebug || !cfg.Telemetry.Equal(a.cfg.Telemetry) || cfg.LogJSON != a.cfg.LogJSON {
 		a.log.Warn("reload: control.address, control.enable_debug, telemetry and log_json changes take effect after a restart")
 	}
 	if a.opts.LogLevel == "" {
