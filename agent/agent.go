@@ -95,7 +95,8 @@ type Agent struct {
 // New loads the configuration and builds every component without binding a
 // socket. Errors (also reported on LogOutput): *ConfigError for invalid
 // configuration and for TLS material that does not load (at cert_file,
-// key_file, ca_file); others for telemetry setup.
+// key_file, ca_file) and for a telemetry dogstatsd_address that does not
+// resolve; others for telemetry setup.
 func New(opts Options) (*Agent, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
