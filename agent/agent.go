@@ -95,7 +95,8 @@ type Agent struct {
 // New loads the configuration and builds every component without binding a
 // socket. Errors (also reported on LogOutput): *ConfigError for invalid
 // configuration and for TLS material that does not load (at cert_file,
-// key_file, ca_file); others for telemetry setup.
+// key_file, ca_file) and for a telemetry dogstatsd_address that does not
+// resolve; others for telemetry setup.
 func New(opts Options) (*Agent, error) {
 	if opts.LogOutput == nil {
 		opts.LogOutput = os.Stderr
@@ -141,6 +142,7 @@ func (a *Agent) build() error {
 	}
 	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
 	if a.gw, err = gateway.New(gc); err != nil {
+		a.tel.close()
 		return err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
@@ -184,6 +186,7 @@ func (a *Agent) load() (*hcl.Config, error) {
 // directory is removed on every return.
 func (a *Agent) Run(ctx context.Context) error {
 	err := a.run(ctx)
+	a.tel.close() // last: the drain's final metrics reach statsd and DogStatsD
 	a.closeDev()
 	if err != nil {
 		a.reportStart(err)
@@ -344,7 +347,7 @@ func (a *Agent) reloadLocked() error {
 	a.base = base
 	a.controlToken.Store(&token)
 	oldCtl, newCtl := a.cfg.Control, cfg.Control
-	if oldCtl.Address != newCtl.Address || oldCtl.EnableDebug != newCtl.EnableDebug || cfg.Telemetry != a.cfg.Telemetry || cfg.LogJSON != a.cfg.LogJSON {
+	if oldCtl.Address != newCtl.Address || oldCtl.EnableDebug != newCtl.EnableDebug || !cfg.Telemetry.Equal(a.cfg.Telemetry) || cfg.LogJSON != a.cfg.LogJSON {
 		a.log.Warn("reload: control.address, control.enable_debug, telemetry and log_json changes take effect after a restart")
 	}
 	if a.opts.LogLevel == "" {

@@ -447,19 +447,20 @@ func TestReloadAppliesControlToken(t *testing.T) {
 }
 
 // TestReloadLogsWarnings: a reload's configuration warnings (here a
-// setting not supported yet) are logged like those found at start.
+// forward_client_cert without client certificates) are logged like those
+// found at start.
 func TestReloadLogsWarnings(t *testing.T) {
 	r := start(t, baseConfig)
-	if strings.Contains(r.logs.String(), "Not yet supported") {
+	if strings.Contains(r.logs.String(), "Nothing to forward") {
 		t.Fatalf("warning before the reload:\n%s", r.logs)
 	}
 	cert, key := filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
-	withWarning := fmt.Sprintf(baseConfig, cert, key) + "\ntelemetry {\n  dogstatsd_address = \"127.0.0.1:8125\"\n}\n"
+	withWarning := strings.Replace(fmt.Sprintf(baseConfig, cert, key), "tls {", "tls {\n    forward_client_cert = true", 1)
 	os.WriteFile(r.cfg, []byte(withWarning), 0o600)
 	if code, body := r.control("POST", "/v1/reload", ""); code != 200 {
 		t.Fatalf("reload: %d %s", code, body)
 	}
-	if !strings.Contains(r.logs.String(), "Not yet supported") {
+	if !strings.Contains(r.logs.String(), "Nothing to forward") {
 		t.Fatalf("the reload's warning was not logged:\n%s", r.logs)
 	}
 }

@@ -318,9 +318,9 @@ func TestRouteEntries(t *testing.T) {
 	defer gw.Shutdown(t.Context())
 	got := routeEntries(gw.Routes(), &rep)
 	want := []routeEntry{
-		{RouteInfo: gateway.RouteInfo{Upstream: "consul:shop", PathPrefix: "/cart", Methods: []string{}}, Source: "consul:shop",
+		{RouteInfo: gateway.RouteInfo{Upstream: "consul:shop", PathPrefix: "/cart", Methods: []string{}, Upgrades: gateway.DefaultUpgrades}, Source: "consul:shop",
 			Conflicts: []conflictEntry{{Upstream: "consul:zoo", Source: "consul:zoo", Rule: RuleSmallerNameWins}}},
-		{RouteInfo: gateway.RouteInfo{Upstream: "shop-hcl", PathPrefix: "/shop", Methods: []string{}}, Source: "hcl",
+		{RouteInfo: gateway.RouteInfo{Upstream: "shop-hcl", PathPrefix: "/shop", Methods: []string{}, Upgrades: gateway.DefaultUpgrades}, Source: "hcl",
 			Conflicts: []conflictEntry{{Upstream: "consul:shop", Source: "consul:shop", Rule: RuleHCLWins}}},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -30,11 +30,23 @@ const metricsPrefix = "impulse"
 type telemetry struct {
 	metrics *metrics.Metrics
 	handler http.Handler // Prometheus text on /metrics
+	// dogstatsd is the DogStatsD sink, nil when off: close flushes it.
+	dogstatsd *dogStatsdSink
 }
 
-// newTelemetry builds go-metrics with a Prometheus sink on a private registry
-// (plus a statsd sink when configured). Metric definitions come from the
-// packages that emit them, prefixed here.
+// close flushes the DogStatsD sink and stops its goroutines; metrics
+// emitted later are dropped. The Prometheus endpoint keeps its values and
+// the statsd sink stays open: go-metrics' StatsdSink panics on a metric
+// after Shutdown. Safe on nil and twice.
+func (t *telemetry) close() {
+	if t != nil && t.dogstatsd != nil {
+		t.dogstatsd.Shutdown()
+	}
+}
+
+// newTelemetry builds go-metrics with a Prometheus sink on a private registry,
+// plus a statsd and a DogStatsD sink (dogstatsd.go) when configured. Metric
+// definitions come from the packages that emit them, prefixed here.
 func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -62,6 +74,12 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: prometheus sink: %w", err)
 	}
+	tel := &telemetry{handler: promhttp.HandlerFor(labelledOnly{reg}, promhttp.HandlerOpts{})}
+	cfg := metrics.DefaultConfig(metricsPrefix)
+	cfg.EnableHostname = !t.DisableHostname
+	cfg.EnableHostnameLabel = false
+	cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
+	cfg.TimerGranularity = time.Millisecond
 	sinks := metrics.FanoutSink{prom}
 	if t.StatsdAddress != "" {
 		s, err := metrics.NewStatsdSink(t.StatsdAddress)
@@ -70,16 +88,22 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 		}
 		sinks = append(sinks, s)
 	}
-	cfg := metrics.DefaultConfig(metricsPrefix)
-	cfg.EnableHostname = !t.DisableHostname
-	cfg.EnableHostnameLabel = false
-	cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
-	cfg.TimerGranularity = time.Millisecond
+	if t.DogstatsdAddress != "" {
+		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, cfg.HostName, !t.DisableHostname)
+		if err != nil {
+			// A host:port that does not resolve (checked by hcl's syntax
+			// only): a configuration error at the address.
+			return nil, configErr(t.DogstatsdAddressRange, "Cannot reach DogStatsD address", "telemetry dogstatsd_address", err)
+		}
+		sinks, tel.dogstatsd = append(sinks, s), s
+	}
 	m, err := metrics.New(cfg, sinks)
 	if err != nil {
+		tel.close()
 		return nil, fmt.Errorf("agent: metrics: %w", err)
 	}
-	return &telemetry{metrics: m, handler: promhttp.HandlerFor(labelledOnly{reg}, promhttp.HandlerOpts{})}, nil
+	tel.metrics = m
+	return tel, nil
 }
 
 // labelledOnly drops the unlabelled series go-metrics' Prometheus sink adds

@@ -67,6 +67,8 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 		t.DisableHostname = b.boolean(r.DisableHostname, DefaultDisableHostname)
 		t.StatsdAddress = b.sinkAddress(r.StatsdAddress, "telemetry.statsd_address")
 		t.DogstatsdAddress = b.sinkAddress(r.DogstatsdAddress, "telemetry.dogstatsd_address")
+		t.DogstatsdTags = b.strList(r.DogstatsdTags, checkDogstatsdTag)
+		t.DogstatsdAddressRange = rangeOf(r.DogstatsdAddress)
 	}
 
 	c.Listeners = buildListeners(top, m.Listeners)
@@ -106,6 +108,21 @@ func (b blk) sinkAddress(a *hcl2.Attribute, feature string) string {
 	}
 	b.unsupported(feature, a.Expr.Range())
 	return s
+}
+
+// checkDogstatsdTag returns why s cannot be a DogStatsD tag, or "": the
+// datagram format (name:value|type|@rate|#tag,tag) gives ',', '|', '@' and
+// '#' a meaning, and whitespace would end the line for some agents.
+func checkDogstatsdTag(s string) string {
+	switch {
+	case s == "":
+		return "a tag must not be empty"
+	case strings.ContainsAny(s, ",|@# \t\r\n"):
+		return fmt.Sprintf("tag %q must not contain whitespace, ',', '|', '@' or '#'", s)
+	case strings.HasPrefix(s, ":"):
+		return fmt.Sprintf("tag %q has no name before ':'", s)
+	}
+	return ""
 }
 
 // buildListeners converts the listener blocks: unique names, a valid

@@ -11,11 +11,12 @@
 // WriteDiagnosticLines).
 //
 // A setting that is accepted by the schema but not yet implemented by the
-// gateway (only telemetry.dogstatsd_address) produces a "Not yet supported"
-// warning (see unsupported.go).
+// gateway (the upstream limits listed in unsupported.go) produces a "Not yet
+// supported" warning.
 package hcl
 
 import (
+	"slices"
 	"time"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
@@ -254,10 +255,26 @@ type Telemetry struct {
 	PrometheusRetention time.Duration
 	// StatsdAddress is host:port of a statsd sink (UDP).
 	StatsdAddress string
-	// DogstatsdAddress is host:port of a DogStatsD sink; not yet supported (warning).
+	// DogstatsdAddress is host:port of a DogStatsD agent (UDP, Datadog's
+	// statsd with tags); "" = off. Metric labels are sent as tags.
 	DogstatsdAddress string
+	// DogstatsdTags are tags added to every DogStatsD metric ("env:prod",
+	// "team"), as Consul's telemetry.dogstatsd_tags; each is "key" or
+	// "key:value" without whitespace, ',', '|', '@' or '#'. Nil when absent.
+	DogstatsdTags []string
+	// DogstatsdAddressRange is the source range of dogstatsd_address (zero
+	// when absent), for an address that does not resolve at start.
+	DogstatsdAddressRange hcl2.Range
 	// DisableHostname drops the hostname prefix from metric names (default true).
 	DisableHostname bool
+}
+
+// Equal reports whether t and o configure the same sinks (source ranges
+// aside).
+func (t Telemetry) Equal(o Telemetry) bool {
+	return t.PrometheusRetention == o.PrometheusRetention && t.StatsdAddress == o.StatsdAddress &&
+		t.DogstatsdAddress == o.DogstatsdAddress && slices.Equal(t.DogstatsdTags, o.DogstatsdTags) &&
+		t.DisableHostname == o.DisableHostname
 }
 
 // DefaultListenerProtocols is listener.protocols when absent: HTTP/1.1 and

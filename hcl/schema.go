@@ -132,6 +132,7 @@ type rawTelemetry struct {
 	PrometheusRetention *hcl2.Attribute `hcl:"prometheus_retention,optional"`
 	StatsdAddress       *hcl2.Attribute `hcl:"statsd_address,optional"`
 	DogstatsdAddress    *hcl2.Attribute `hcl:"dogstatsd_address,optional"`
+	DogstatsdTags       *hcl2.Attribute `hcl:"dogstatsd_tags,optional"`
 	DisableHostname     *hcl2.Attribute `hcl:"disable_hostname,optional"`
 }
 

@@ -11,8 +11,6 @@ import (
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
 var notYetSupported = map[string]string{
-	"telemetry.dogstatsd_address": "the DogStatsD metrics sink (telemetry.dogstatsd_address)",
-
 	"upstream.limits.max_requests":             "the upstream in-flight cap (limits.max_requests)",
 	"upstream.limits.max_requests_per_backend": "the per-backend in-flight cap (limits.max_requests_per_backend)",
 	"upstream.limits.max_queue":                "the upstream request queue (limits.max_queue)",
@@ -20,7 +18,7 @@ var notYetSupported = map[string]string{
 }
 
 // NotYetSupported reports whether feature (a key such as
-// "telemetry.dogstatsd_address") is parsed but not yet implemented by the
+// "upstream.limits.max_queue") is parsed but not yet implemented by the
 // gateway.
 func NotYetSupported(feature string) bool {
 	_, ok := notYetSupported[feature]

@@ -48,7 +48,8 @@ control {
 telemetry {                       # go-metrics sinks; Prometheus is always on the control API
   prometheus_retention = "24h"    # how long /metrics keeps a series after its last update
   statsd_address       = ""       # host:port of a statsd sink (UDP); "" = off
-  dogstatsd_address    = ""       # not yet supported: a non-empty value warns
+  dogstatsd_address    = ""       # host:port of a DogStatsD agent (UDP; labels become tags); "" = off
+  dogstatsd_tags       = []       # tags on every DogStatsD metric, e.g. ["env:prod"]
   disable_hostname     = true
 }
 

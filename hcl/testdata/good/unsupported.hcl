@@ -1,8 +1,8 @@
 # Every setting that is accepted but not yet supported by the gateway: each
 # gets a "Not yet supported" warning at its value.
 telemetry {
-  statsd_address    = "127.0.0.1:8125"
-  dogstatsd_address = "127.0.0.1:8126"
+  statsd_address    = "127.0.0.1:8125" # supported: no warning
+  dogstatsd_address = "127.0.0.1:8126" # supported: no warning
 }
 
 listener "public" {
