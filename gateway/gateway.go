@@ -106,6 +106,14 @@ type UpstreamConfig struct {
 	// for requests routed to this upstream, in bytes; 0 means the
 	// listener's. Apply switches it at once.
 	MaxRequestBodyBytes int64
+	// BodyIdleTimeout bounds each wait for the backend's next response body
+	// bytes (0: DefaultBodyIdleTimeout, 60s); past it the client's stream is
+	// reset and the backend blamed (timeouts.go). RequestTimeout bounds the
+	// whole exchange, every attempt and the response body included (0:
+	// none); past it the client gets 504 request_timeout, or a reset once
+	// the response started. Neither applies to tunnels. Apply switches them
+	// at once.
+	BodyIdleTimeout, RequestTimeout time.Duration
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
