@@ -211,7 +211,7 @@ func (b *bodyIdle) release(resp *http.Response) {
 		return
 	}
 	b.mu.Lock()
-	b.active = false // the timer is left to run out: its check does nothing now
+	b.active = false   // the timer is left to run out: its check does nothing now
 	resp.Body = b.body // whatever wraps b (grpc.go's framing) is done with too
 	b.body = nil
 	b.mu.Unlock()
