@@ -233,3 +233,31 @@ func BenchmarkRequestDeadlineNone(b *testing.B) {
 		stop()
 	}
 }
+
+// TestReloadChangesTheLadderInPlace: an Apply that changes only body_idle
+// and request keeps the upstream (and its backends' health and
+// connections); the next request gets the new values.
+func TestReloadChangesTheLadderInPlace(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	uc := staticUpstream("u", "/", be)
+	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	before := g.table.Load().upstreams["u"]
+	if c := g.table.Load().configs["u"]; c.bodyIdleTimeout() != DefaultBodyIdleTimeout || c.RequestTimeout != 0 {
+		t.Fatalf("defaults: body_idle %v, request %v", c.bodyIdleTimeout(), c.RequestTimeout)
+	}
+	uc.BodyIdleTimeout, uc.RequestTimeout = time.Second, 2*time.Second
+	if err := g.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{uc}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := g.table.Load()
+	if tbl.upstreams["u"] != before {
+		t.Error("a new ladder rebuilt the upstream")
+	}
+	if c := tbl.configs["u"]; c.bodyIdleTimeout() != time.Second || c.RequestTimeout != 2*time.Second {
+		t.Errorf("after the reload: body_idle %v, request %v", c.bodyIdleTimeout(), c.RequestTimeout)
+	}
+}
