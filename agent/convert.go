@@ -69,7 +69,8 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
-	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes, RateLimit: rateLimit(u.RateLimit)}
+	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes, RateLimit: rateLimit(u.RateLimit),
+		BodyIdleTimeout: u.Timeouts.BodyIdle, RequestTimeout: u.Timeouts.Request}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy,

@@ -68,3 +68,50 @@ upstream "uploads" {
 		t.Errorf("upstream max_request_body_bytes %d, want %d", n, 1<<30)
 	}
 }
+
+// TestTimeoutsConverted: upstream.timeouts reach the gateway: connect and
+// response_header for the transport, body_idle and request for the
+// pipeline; without a block, the defaults (body_idle 60s, no request
+// timeout).
+func TestTimeoutsConverted(t *testing.T) {
+	cfgFile, _, _ := writeConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+upstream "api" {
+  route { path_prefix = "/api/" }
+  backend "a" { address = "http://127.0.0.1:9000" }
+  timeouts {
+    connect         = "1s"
+    response_header = "5s"
+    idle            = "30s"
+    body_idle       = "15s"
+    request         = "10s"
+  }
+}
+upstream "web" {
+  route {}
+  backend "a" { address = "http://127.0.0.1:9001" }
+}
+`)
+	cfg, diags := hcl.Load([]string{cfgFile})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, web := gc.Upstreams[0], gc.Upstreams[1]
+	if api.ConnectTimeout != time.Second || api.ResponseHeaderTimeout != 5*time.Second || api.IdleTimeout != 30*time.Second ||
+		api.BodyIdleTimeout != 15*time.Second || api.RequestTimeout != 10*time.Second {
+		t.Errorf("api timeouts: %+v", api)
+	}
+	if web.BodyIdleTimeout != 60*time.Second || web.RequestTimeout != 0 {
+		t.Errorf("web timeouts: body_idle %v, request %v; want 60s, 0", web.BodyIdleTimeout, web.RequestTimeout)
+	}
+}

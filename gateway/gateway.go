@@ -117,6 +117,14 @@ type UpstreamConfig struct {
 	// none. On Apply an unchanged block keeps its buckets, a changed one
 	// starts with an empty table.
 	RateLimit *ratelimit.Config
+	// BodyIdleTimeout bounds each wait for the backend's next response body
+	// bytes (0: DefaultBodyIdleTimeout, 60s); past it the client's stream is
+	// reset and the backend blamed (timeouts.go). RequestTimeout bounds the
+	// whole exchange, every attempt and the response body included (0:
+	// none); past it the client gets 504 request_timeout, or a reset once
+	// the response started. Neither applies to tunnels. Apply switches them
+	// at once.
+	BodyIdleTimeout, RequestTimeout time.Duration
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the

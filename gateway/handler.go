@@ -26,9 +26,9 @@ import (
 // anything else counts the request (ratelimits.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
-// response-header timeout, and a stream reset
+// response-header timeout or request timeout (timeouts.go), and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
-// fails after the response started. gRPC calls (grpc.go) are bounded by
+// fails after the response started (body_idle, request timeout: timeouts.go). gRPC calls (grpc.go) are bounded by
 // their grpc-timeout and end a started response with gRPC trailers, not a
 // reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
@@ -127,6 +127,11 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	traced = g.withClientCert(traced, listener, r)
 	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
 	defer stopDeadline()
+	uc := tbl.configs[up.Name()]
+	// The request timeout is set once for the whole exchange (timeouts.go):
+	// every attempt and the copy of the response body share it.
+	traced, stopRequest := requestDeadline(traced, uc.RequestTimeout)
+	defer stopRequest()
 	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
 	iw.finish() // no 1xx after this: w is the handler's again
 	defer cancel(nil)
@@ -145,12 +150,17 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		if iw.invalidResponse(err) {
 			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
 		}
+		if requestTimedOut(ctx) && r.Context().Err() == nil {
+			status, reason = http.StatusGatewayTimeout, reasonRequestTimeout
+		}
 		if rec.grpc.expired() { // the client's deadline, not the backend's failure
 			status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
 		}
 		// A stream the backend left unprocessed (graceful GOAWAY; a body too
-		// long to send again) is not its failure.
-		if status != transport.StatusClientClosed && reason != reasonGRPCTimeout && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {
+		// long to send again) is not its failure, nor is a request timeout
+		// that passed while the client was still sending its body.
+		if status != transport.StatusClientClosed && reason != reasonGRPCTimeout && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) &&
+			(reason != reasonRequestTimeout || body.sentWhole()) {
 			outcome, failReason = health.Failure, reason
 		}
 		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
@@ -158,6 +168,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	defer resp.Body.Close()
+	idle := watchBodyIdle(resp, uc.bodyIdleTimeout()) // timeouts.go
+	defer idle.release(resp)
 	rec.grpc.watch(resp)
 	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
 	switch {
@@ -168,6 +180,17 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	case backendErr != nil && rec.grpc.expired():
 		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
 		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
+	case backendErr != nil && idle.timedOut():
+		// The backend went silent mid-body: its failure, and the truncated
+		// body must not end cleanly.
+		outcome, failReason = health.Failure, reasonBodyIdleTimeout
+		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
+		rec.record(up, b, resp.StatusCode, reasonBodyIdleTimeout)
+		panic(http.ErrAbortHandler)
+	case backendErr != nil && requestTimedOut(ctx) && r.Context().Err() == nil:
+		// The exchange's budget is spent, not the backend's health: a
+		// reset (gRPC: DEADLINE_EXCEEDED trailers where it can).
+		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonRequestTimeout)
 	case backendErr != nil && r.Context().Err() == nil:
 		outcome, failReason = health.Failure, transport.ReasonBodyFailed
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)

@@ -118,6 +118,7 @@ type watchedBody struct {
 	io.ReadCloser
 	failure atomic.Int32
 	closed  atomic.Bool // the transport closed the body: later errors are its own
+	sent    atomic.Bool // the transport read the body to its end
 	// client is the client request's context (nil: unknown). Go's HTTP/2
 	// server cancels it before it fails the body of a stream the client
 	// reset, with an error of no exported type: a failure then is the
@@ -131,8 +132,11 @@ type watchedBody struct {
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
 	switch {
-	case err == io.EOF && w.onEOF != nil:
-		w.onEOF()
+	case err == io.EOF:
+		w.sent.Store(true)
+		if w.onEOF != nil {
+			w.onEOF()
+		}
 	case err != nil && err != io.EOF && !w.closed.Load():
 		kind := bodyErrorKind(err)
 		if kind == bodyMalformed && w.client != nil && w.client.Err() != nil {
@@ -149,6 +153,11 @@ func (w *watchedBody) Close() error {
 	w.closed.Store(true)
 	return w.ReadCloser.Close()
 }
+
+// sentWhole reports whether the transport read the whole body (a nil w,
+// no body, is sent whole): until then a timeout may be the client's slow
+// upload rather than the backend's delay.
+func (w *watchedBody) sentWhole() bool { return w == nil || w.sent.Load() }
 
 // failed is one of the body kinds above; a nil w (no body) is bodyOK.
 func (w *watchedBody) failed() int32 {

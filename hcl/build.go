@@ -28,12 +28,14 @@ func Default() *Config {
 }
 
 // DefaultTimeouts returns the upstream timeouts used when a timeouts block or
-// one of its arguments is absent (2s / 30s / 90s).
+// one of its arguments is absent (connect 2s, response_header 30s, idle 90s,
+// body_idle 60s, request none).
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
 		Connect:        DefaultConnectTimeout,
 		ResponseHeader: DefaultResponseHeaderTimeout,
 		Idle:           DefaultIdleTimeout,
+		BodyIdle:       DefaultBodyIdleTimeout,
 	}
 }
 

@@ -114,6 +114,8 @@ const (
 	DefaultResponseHeaderTimeout = 30 * time.Second
 	// DefaultIdleTimeout is timeouts.idle when absent.
 	DefaultIdleTimeout = 90 * time.Second
+	// DefaultBodyIdleTimeout is timeouts.body_idle when absent.
+	DefaultBodyIdleTimeout = 60 * time.Second
 )
 
 // Config is a decoded, defaulted and validated configuration. It is only
@@ -515,13 +517,24 @@ type Certificate struct {
 	Range hcl2.Range
 }
 
-// Timeouts is upstream.timeouts; every value is > 0.
+// Timeouts is upstream.timeouts, the upstream's timeout ladder; every value
+// but Request is > 0. A connect or response_header written longer than a
+// request timeout is a config error (the request timeout bounds them all);
+// defaulted ones are simply cut short by it.
 type Timeouts struct {
 	// Connect bounds dialing a backend (default 2s).
 	Connect time.Duration
-	// ResponseHeader bounds waiting for the response header (default 30s);
-	// exceeding it answers 504.
+	// ResponseHeader bounds waiting for the response header once the
+	// request is sent (default 30s); exceeding it answers 504.
 	ResponseHeader time.Duration
 	// Idle is how long an idle backend connection is kept (default 90s).
 	Idle time.Duration
+	// BodyIdle bounds each wait for the backend's next response body bytes
+	// (default 60s); past it the client's stream is reset and the backend
+	// counts a failure.
+	BodyIdle time.Duration
+	// Request bounds the whole exchange, every attempt and the response
+	// body included (default 0: none); past it the client gets 504
+	// request_timeout, or a reset once the response started.
+	Request time.Duration
 }

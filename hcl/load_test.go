@@ -75,7 +75,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("listener range = %v", l.Range)
 	}
 	u := cfg.Upstreams[0]
-	if u.LoadBalancing != "round_robin" || u.HashOn != "" || u.Timeouts != (Timeouts{2 * time.Second, 30 * time.Second, 90 * time.Second}) {
+	if u.LoadBalancing != "round_robin" || u.HashOn != "" || u.Timeouts != (Timeouts{2 * time.Second, 30 * time.Second, 90 * time.Second, 60 * time.Second, 0}) {
 		t.Errorf("upstream = %+v", u)
 	}
 	if u.Consul != nil || u.HealthCheck != nil || u.OutlierDetection != nil || u.TLS != nil {
@@ -128,7 +128,7 @@ upstream "web" {
 	if *u.OutlierDetection != (OutlierDetection{ConsecutiveFailures: 5, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 50}) {
 		t.Errorf("outlier_detection = %+v", u.OutlierDetection)
 	}
-	if u.Timeouts != (Timeouts{250 * time.Millisecond, 30 * time.Second, 90 * time.Second}) {
+	if u.Timeouts != (Timeouts{250 * time.Millisecond, 30 * time.Second, 90 * time.Second, 60 * time.Second, 0}) {
 		t.Errorf("timeouts = %+v", u.Timeouts)
 	}
 	if len(cfg.Warnings) != 0 {
@@ -186,7 +186,7 @@ func TestDurations(t *testing.T) {
 			t.Errorf("wait = %s: %s", val, linesOf(diags))
 		}
 	}
-	for _, zero := range []string{"connect", "response_header", "idle"} {
+	for _, zero := range []string{"connect", "response_header", "idle", "body_idle"} {
 		got := parseErrors(t, testListener+`upstream "u" {
   route {}
   backend "a" { address = "x:1" }

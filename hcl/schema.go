@@ -248,6 +248,8 @@ type rawTimeouts struct {
 	Connect        *hcl2.Attribute `hcl:"connect,optional"`
 	ResponseHeader *hcl2.Attribute `hcl:"response_header,optional"`
 	Idle           *hcl2.Attribute `hcl:"idle,optional"`
+	BodyIdle       *hcl2.Attribute `hcl:"body_idle,optional"`
+	Request        *hcl2.Attribute `hcl:"request,optional"`
 }
 
 func (r *rawConsul) defRange() hcl2.Range           { return r.DefRange }

@@ -131,14 +131,15 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	if r.TLS != nil {
 		u.TLS = buildClientTLS(b, r.TLS)
 	}
-	if t := r.Timeouts; t != nil {
-		tb := b.child("timeouts", t.DefRange)
-		u.Timeouts.Connect = tb.duration(t.Connect, DefaultConnectTimeout, positive, 0)
-		u.Timeouts.ResponseHeader = tb.duration(t.ResponseHeader, DefaultResponseHeaderTimeout, positive, 0)
-		u.Timeouts.Idle = tb.duration(t.Idle, DefaultIdleTimeout, positive, 0)
-	}
+	var rungs []ladderRung
+	u.Timeouts, rungs = buildTimeouts(b, r.Timeouts) // timeouts.go
 	u.Limits = buildUpstreamLimits(b, r.Limits)
 	u.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
+	// TODO(retry, issue 12 item 2): append retry.per_try_timeout as a rung
+	// when written (ladderRung{b: <the retry blk>, a: r.Retry.PerTryTimeout,
+	// d: <its value>}), so that a per-try timeout longer than request is
+	// the same config error.
+	checkLadder(u.Timeouts.Request, rungs)
 	return u
 }
 

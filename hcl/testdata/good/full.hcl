@@ -135,6 +135,8 @@ upstream "web" {
     connect         = "2s"
     response_header = "30s"       # exceeding it answers 504
     idle            = "90s"       # how long an idle backend connection is kept
+    body_idle       = "60s"       # longest wait for the next response body bytes
+    request         = "0s"        # the whole exchange, every attempt included (0s: none)
   }
 
   limits {
