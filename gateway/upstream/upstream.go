@@ -108,6 +108,7 @@ type Backend struct {
 	Health *health.State
 
 	inFlight   atomic.Int64
+	maxFlight  *atomic.Int64 // the upstream's max_requests_per_backend (≤ 0: none)
 	requests   atomic.Uint64
 	removed    atomic.Bool
 	ewma       atomic.Uint64 // float64 bits, ns
@@ -193,11 +194,46 @@ func (b *Backend) Requests() uint64 { return b.requests.Load() }
 // finish in-flight requests).
 func (b *Backend) Removed() bool { return b.removed.Load() }
 
-// Acquire counts a request starting; every Acquire is paired with Release.
+// Acquire counts a request starting, whatever the backend's limit; every
+// Acquire is paired with Done.
 func (b *Backend) Acquire() {
 	b.inFlight.Add(1)
 	b.requests.Add(1)
 }
+
+// TryAcquire is Acquire unless the backend is full: its in-flight count
+// has reached the upstream's max_requests_per_backend
+// (SetMaxRequestsPerBackend). It reports whether the request was counted
+// (then paired with Done). Lock-free; no allocation.
+func (b *Backend) TryAcquire() bool {
+	m := b.maxFlight.Load()
+	for {
+		n := b.inFlight.Load()
+		if m > 0 && n >= m {
+			return false
+		}
+		if b.inFlight.CompareAndSwap(n, n+1) {
+			b.requests.Add(1)
+			return true
+		}
+	}
+}
+
+// Full reports whether the backend has as many requests in flight as the
+// upstream's max_requests_per_backend allows (false without one).
+func (b *Backend) Full() bool {
+	m := b.maxFlight.Load()
+	return m > 0 && b.inFlight.Load() >= m
+}
+
+// pickable is what the balance policies see of a backend: a full backend
+// (Backend.Full) is not eligible, so every policy skips it as it skips an
+// unhealthy one, and its picker needs no rebuild when the limit changes.
+// Backend.Eligible itself (reports, the eligible gauge) stays about health.
+type pickable struct{ *Backend }
+
+// Eligible implements balance.Candidate.
+func (p pickable) Eligible() bool { return !p.Full() && p.Backend.Eligible() }
 
 // Done counts a request ending with its outcome (recorded exactly once per
 // request, for passive tracking), the failure reason and the time to the
@@ -211,6 +247,22 @@ func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
 	if b.inFlight.Add(-1) == 0 && b.removed.Load() {
 		b.Transport.CloseIdleConnections()
 	}
+}
+
+// Saturated reports whether the set has backends that may take traffic
+// (Backend.Eligible) and every one of them is Full: a request finds no
+// backend because of max_requests_per_backend, not health.
+func (s *Set) Saturated() bool {
+	healthy := false
+	for _, b := range s.Backends {
+		if b.Eligible() {
+			if !b.Full() {
+				return false
+			}
+			healthy = true
+		}
+	}
+	return healthy
 }
 
 // Set is an immutable snapshot of an upstream's eligible backends.
@@ -230,6 +282,9 @@ type Upstream struct {
 	policy balance.Policy
 	set    atomic.Pointer[Set]
 	budget health.Budget
+	// maxPerBackend is max_requests_per_backend, shared by the backends
+	// (Backend.maxFlight); ≤ 0: none.
+	maxPerBackend atomic.Int64
 	ctx    context.Context // lives until Close; parent of checker goroutines
 	cancel context.CancelFunc
 
@@ -269,8 +324,20 @@ func (u *Upstream) Config() Config { return u.cfg }
 // Current returns the current eligible set (never nil).
 func (u *Upstream) Current() *Set { return u.set.Load() }
 
+// SetMaxRequestsPerBackend sets max_requests_per_backend: how many
+// requests each backend may have in flight (≤ 0: no limit). Pick skips a
+// full backend; TryAcquire refuses it. It applies at once, to the current
+// backends and to those that join later.
+func (u *Upstream) SetMaxRequestsPerBackend(n int) { u.maxPerBackend.Store(int64(max(n, 0))) }
+
+// MaxRequestsPerBackend is the limit SetMaxRequestsPerBackend set (0: none).
+func (u *Upstream) MaxRequestsPerBackend() int { return int(u.maxPerBackend.Load()) }
+
 // Pick selects a backend for r from the current set, or nil when the set is
-// empty; the caller inspects Set.Pending to tell the two 503s apart.
+// empty or none is eligible; a Full backend is not. The caller inspects
+// Set.Pending and Set.Saturated to tell the 503s apart, and counts the
+// request with TryAcquire (another request may have filled the backend
+// since).
 func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 	s := u.set.Load()
 	if len(s.Backends) == 0 {
@@ -337,7 +404,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr()}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr(), maxFlight: &u.maxPerBackend}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			// The same backend with another weight, or in the upstream a
 			// reload replaced: same target, same health, no new ramp.
@@ -402,7 +469,7 @@ func (u *Upstream) publish() {
 	})
 	cands := make([]balance.Candidate, len(s.Backends))
 	for i, b := range s.Backends {
-		cands[i] = b
+		cands[i] = pickable{b}
 	}
 	s.picker = u.policy.Picker(cands)
 	u.set.Store(s)
