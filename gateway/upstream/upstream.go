@@ -285,8 +285,8 @@ type Upstream struct {
 	// maxPerBackend is max_requests_per_backend, shared by the backends
 	// (Backend.maxFlight); ≤ 0: none.
 	maxPerBackend atomic.Int64
-	ctx    context.Context // lives until Close; parent of checker goroutines
-	cancel context.CancelFunc
+	ctx           context.Context // lives until Close; parent of checker goroutines
+	cancel        context.CancelFunc
 
 	mu         sync.Mutex // guards the fields below (writers only)
 	static     []Spec
