@@ -69,6 +69,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 		t.DogstatsdAddress = b.sinkAddress(r.DogstatsdAddress, "telemetry.dogstatsd_address")
 	}
 
+	c.Limits = buildGlobalLimits(top, m.Limits)
 	c.Listeners = buildListeners(top, m.Listeners)
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
 	checkReachable(top, c)

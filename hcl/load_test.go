@@ -510,8 +510,8 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) {
-		t.Errorf("limits = %+v, %+v; want the defaults", l.Limits, u.Limits)
+	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) || cfg.Limits != (GlobalLimits{}) {
+		t.Errorf("limits = %+v, %+v, %+v; want the defaults", l.Limits, u.Limits, cfg.Limits)
 	}
 	if u.Range.Start.Line != 84 || u.Routes[0].Range.Start.Line != 89 || u.Backends[0].Range.Start.Line != 95 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)

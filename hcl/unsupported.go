@@ -12,11 +12,6 @@ import (
 // testdata/good/*.golden).
 var notYetSupported = map[string]string{
 	"telemetry.dogstatsd_address": "the DogStatsD metrics sink (telemetry.dogstatsd_address)",
-
-	"upstream.limits.max_requests":             "the upstream in-flight cap (limits.max_requests)",
-	"upstream.limits.max_requests_per_backend": "the per-backend in-flight cap (limits.max_requests_per_backend)",
-	"upstream.limits.max_queue":                "the upstream request queue (limits.max_queue)",
-	"upstream.limits.queue_timeout":            "the upstream request queue (limits.queue_timeout)",
 }
 
 // NotYetSupported reports whether feature (a key such as
