@@ -201,40 +201,6 @@ func (b *Backend) Acquire() {
 	b.requests.Add(1)
 }
 
-// TryAcquire is Acquire unless the backend is full: its in-flight count
-// has reached the upstream's max_requests_per_backend
-// (SetMaxRequestsPerBackend). It reports whether the request was counted
-// (then paired with Done). Lock-free; no allocation.
-func (b *Backend) TryAcquire() bool {
-	m := b.maxFlight.Load()
-	for {
-		n := b.inFlight.Load()
-		if m > 0 && n >= m {
-			return false
-		}
-		if b.inFlight.CompareAndSwap(n, n+1) {
-			b.requests.Add(1)
-			return true
-		}
-	}
-}
-
-// Full reports whether the backend has as many requests in flight as the
-// upstream's max_requests_per_backend allows (false without one).
-func (b *Backend) Full() bool {
-	m := b.maxFlight.Load()
-	return m > 0 && b.inFlight.Load() >= m
-}
-
-// pickable is what the balance policies see of a backend: a full backend
-// (Backend.Full) is not eligible, so every policy skips it as it skips an
-// unhealthy one, and its picker needs no rebuild when the limit changes.
-// Backend.Eligible itself (reports, the eligible gauge) stays about health.
-type pickable struct{ *Backend }
-
-// Eligible implements balance.Candidate.
-func (p pickable) Eligible() bool { return !p.Full() && p.Backend.Eligible() }
-
 // Done counts a request ending with its outcome (recorded exactly once per
 // request, for passive tracking), the failure reason and the time to the
 // end of the response. When the backend has been removed and this was its
@@ -247,22 +213,6 @@ func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
 	if b.inFlight.Add(-1) == 0 && b.removed.Load() {
 		b.Transport.CloseIdleConnections()
 	}
-}
-
-// Saturated reports whether the set has backends that may take traffic
-// (Backend.Eligible) and every one of them is Full: a request finds no
-// backend because of max_requests_per_backend, not health.
-func (s *Set) Saturated() bool {
-	healthy := false
-	for _, b := range s.Backends {
-		if b.Eligible() {
-			if !b.Full() {
-				return false
-			}
-			healthy = true
-		}
-	}
-	return healthy
 }
 
 // Set is an immutable snapshot of an upstream's eligible backends.
@@ -323,15 +273,6 @@ func (u *Upstream) Config() Config { return u.cfg }
 
 // Current returns the current eligible set (never nil).
 func (u *Upstream) Current() *Set { return u.set.Load() }
-
-// SetMaxRequestsPerBackend sets max_requests_per_backend: how many
-// requests each backend may have in flight (≤ 0: no limit). Pick skips a
-// full backend; TryAcquire refuses it. It applies at once, to the current
-// backends and to those that join later.
-func (u *Upstream) SetMaxRequestsPerBackend(n int) { u.maxPerBackend.Store(int64(max(n, 0))) }
-
-// MaxRequestsPerBackend is the limit SetMaxRequestsPerBackend set (0: none).
-func (u *Upstream) MaxRequestsPerBackend() int { return int(u.maxPerBackend.Load()) }
 
 // Pick selects a backend for r from the current set, or nil when the set is
 // empty or none is eligible; a Full backend is not. The caller inspects
