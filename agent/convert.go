@@ -10,6 +10,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
@@ -39,6 +40,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
 		lc.EarlyData = l.EarlyData
 		lc.Limits = listenerLimits(l.Limits)
+		lc.RateLimit = rateLimit(l.RateLimit)
 		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
@@ -67,7 +69,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		ResponseHeaderTimeout: u.Timeouts.ResponseHeader,
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
-	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes,
+	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes, RateLimit: rateLimit(u.RateLimit),
 		MaxRequests: u.Limits.MaxRequests, MaxRequestsPerBackend: u.Limits.MaxRequestsPerBackend,
 		MaxQueue: u.Limits.MaxQueue, QueueTimeout: u.Limits.QueueTimeout}
 	if hc := u.HealthCheck; hc != nil {
@@ -102,6 +104,14 @@ func listenerLimits(l hcl.ListenerLimits) gateway.Limits {
 		ReadHeaderTimeout: l.ReadHeaderTimeout, ClientBodyTimeout: l.ClientBodyTimeout, IdleTimeout: l.IdleTimeout,
 		MaxConnections: l.MaxConnections, MaxConcurrentStreams: l.MaxConcurrentStreams,
 	}
+}
+
+// rateLimit converts a rate_limit block (nil: none).
+func rateLimit(r *hcl.RateLimit) *ratelimit.Config {
+	if r == nil {
+		return nil
+	}
+	return &ratelimit.Config{RequestsPerSecond: r.RequestsPerSecond, Burst: r.Burst, Key: r.Key}
 }
 
 // clientTLS builds the configuration for connections to HTTPS backends:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-metrics"
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 )
 
 // TestR06PerBackend: max_requests_per_backend makes the pick skip a full
@@ -95,6 +96,32 @@ func TestR06Global(t *testing.T) {
 		checkOverloaded(t, awaitResult(t, h.getAsync("/a"), "a4 over the lowered global limit"), "a4")
 		bb.free(1)
 		checkOK(t, awaitResult(t, b4, "b4"), "b4")
+	})
+}
+
+// TestR06RateLimitedTakesNoSlot: a request the rate limit refuses (429)
+// never counts against a concurrency limit, global or upstream.
+func TestR06RateLimitedTakesNoSlot(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := newStallBackend(t)
+		uc := staticUpstream("u", "/", be.srv)
+		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 2, 1, 30*time.Second
+		uc.RateLimit = &ratelimit.Config{RequestsPerSecond: 0.001, Burst: 1}
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, MaxRequests: 2}, ListenerConfig{}, proto)
+		lim := limiterOf(h.gw, "u")
+		held := h.getAsync("/")
+		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "the first request at the backend")
+		for range 3 {
+			res := awaitResult(t, h.getAsync("/"), "rate-limited request")
+			if res.err != nil || res.resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("over the rate limit: %+v", res)
+			}
+		}
+		if lim.InFlight() != 1 || lim.Waiting() != 0 || h.gw.global.InFlight() != 1 {
+			t.Fatalf("upstream in flight %d, waiting %d, global %d; want 1, 0, 1", lim.InFlight(), lim.Waiting(), h.gw.global.InFlight())
+		}
+		be.free(1)
+		checkOK(t, awaitResult(t, held, "held request"), "held request")
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-metrics"
 
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -94,6 +95,11 @@ type ListenerConfig struct {
 	// Limits are the listener's protocol limits; zero fields are defaults
 	// (see Limits).
 	Limits Limits
+	// RateLimit limits the requests routed through this listener, applied
+	// right after routing and before the upstream's (ratelimit.Config,
+	// Gateway.admitRate); nil means none. On Apply an unchanged block
+	// keeps its buckets, a changed one starts with an empty table.
+	RateLimit *ratelimit.Config
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of
@@ -114,6 +120,11 @@ type UpstreamConfig struct {
 	// for requests routed to this upstream, in bytes; 0 means the
 	// listener's. Apply switches it at once.
 	MaxRequestBodyBytes int64
+	// RateLimit limits the requests routed to this upstream, after the
+	// listener's limit (ratelimit.Config, Gateway.admitRate); nil means
+	// none. On Apply an unchanged block keeps its buckets, a changed one
+	// starts with an empty table.
+	RateLimit *ratelimit.Config
 
 	// Concurrency limits (admission.go); Apply switches them at once and
 	// requests in flight keep their slots. A request holds its slots from
@@ -161,6 +172,7 @@ type table struct {
 	routes     *route.Table[*upstream.Upstream]
 	upstreams  map[string]*upstream.Upstream
 	configs    map[string]UpstreamConfig
+	rates      rateLimiters // by upstream name (ratelimits.go)
 	// limiters count every upstream's requests in flight against its
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
@@ -190,8 +202,9 @@ type Gateway struct {
 	sampling     sync.WaitGroup
 	workers      *workers
 
-	limits atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
-	global *concurrency.Limiter               // Config.MaxRequests (admission.go)
+	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
+	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
+	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -253,7 +266,12 @@ func (g *Gateway) applyUpstreams(ups []UpstreamConfig) error {
 
 func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	old := g.table.Load()
-	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, limiters: map[string]*concurrency.Limiter{}}
+	rates, err := upstreamRateLimiters(old.rates, ups)
+	if err != nil {
+		return err
+	}
+	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates,
+		limiters: map[string]*concurrency.Limiter{}}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {

@@ -21,8 +21,10 @@ import (
 //
 // Answers it produces itself (interface.md): 414, 413 and 408 from the
 // listener's limits (limits.go), 404 no route, 425 an unsafe method in
-// early data (earlydata.go), 503 overloaded over a concurrency limit
-// (admission.go), 503 no eligible
+// early data (earlydata.go), 429 from the listener's and then the
+// upstream's rate limit, right after routing and validation, before
+// anything else counts the request (ratelimits.go), 503 overloaded over a
+// concurrency limit (admission.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
@@ -90,12 +92,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	case earlyForward:
 		r.Header["Early-Data"] = earlyDataOne
 	}
-	if tunneled {
-		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
-		return
-	}
 	if rec.grpc.invalidTimeout() {
 		rec.finish(w, up, nil, http.StatusBadRequest, reasonGRPCTimeoutInvalid)
+		return
+	}
+	if !g.admitRate(rec, w, r, tbl, rt) { // 429 (ratelimits.go)
+		return
+	}
+	if tunneled {
+		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)

@@ -440,10 +440,15 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 		want[lc.Name] = lc
 	}
+	rates, err := g.listenerRateLimiters(lcs) // ratelimits.go
+	if err != nil {
+		return err
+	}
 	// The pipeline's limits are in place before a new listener serves its
 	// first request, and restored on failure.
-	prevLimits := g.limits.Load()
+	prevLimits, prevRates := g.limits.Load(), g.listenerRates.Load()
 	g.setListenerLimits(lcs)
+	g.listenerRates.Store(&rates)
 	var started []*listener
 	next := map[string]*listener{}
 	for _, lc := range lcs {
@@ -451,6 +456,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 			if err := l.reconfigure(ctx, lc); err != nil {
 				closeAll(started)
 				g.limits.Store(prevLimits)
+				g.listenerRates.Store(prevRates)
 				return err
 			}
 			next[lc.Name] = l
@@ -460,6 +466,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		if err != nil {
 			closeAll(started)
 			g.limits.Store(prevLimits)
+			g.listenerRates.Store(prevRates)
 			return err
 		}
 		started = append(started, l)

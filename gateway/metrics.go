@@ -34,6 +34,7 @@ var (
 		{Name: metricTunnelBytes, Help: "Bytes relayed through tunnels (WebSocket and other upgrades), by listener, upstream and direction (to_backend, to_client)."},
 		{Name: metricGRPCRequests, Help: "gRPC calls handled, by listener, protocol, upstream, HTTP status class (code) and gRPC status (grpc_status, e.g. OK, UNAVAILABLE)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
+		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener or upstream: whose rate_limit refused)."},
 		{Name: metricLimitOverloaded, Help: "Requests answered 503 overloaded, by the scope of the concurrency limit they met (global, upstream, backend) and the upstream they were routed to."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
@@ -61,6 +62,7 @@ type gatewayMetrics struct {
 	// go-metrics (every second and before every scrape).
 	requests       sync.Map // requestKey → *requestCount
 	grpcCalls      sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
+	rateLimits     sync.Map // rateLimitedKey → *rateLimitedCount (ratelimits.go)
 	flushMu        sync.Mutex
 	tunnels        tunnelCounts // tunnelmetrics.go
 	tunnelMu       sync.Mutex   // one byte flush at a time
@@ -214,6 +216,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 		gm.m.IncrCounterWithLabels(metricDurationCount, float32(cum), labels)
 	}
 	gm.flushGRPC(now, live)
+	gm.flushRateLimited(now, live)
 	gm.flushOverloads(now, live)
 }
 

@@ -15,6 +15,8 @@ type RouteInfo struct {
 	Host       string   `json:"host"`
 	PathPrefix string   `json:"path_prefix"`
 	Methods    []string `json:"methods"`
+	// Upgrades are the protocols the route tunnels (RouteConfig.Upgrades).
+	Upgrades []string `json:"upgrades"`
 }
 
 // UpstreamInfo describes one upstream for the control API.
@@ -62,7 +64,7 @@ func (g *Gateway) Routes() []RouteInfo {
 	t := g.table.Load()
 	out := make([]RouteInfo, 0, len(t.routes.Routes()))
 	for _, r := range t.routes.Routes() {
-		out = append(out, RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods)})
+		out = append(out, RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods), Upgrades: upgradesOf(r.Upgrades)})
 	}
 	return out
 }
@@ -76,7 +78,7 @@ func (g *Gateway) Upstreams() []UpstreamInfo {
 		set := u.Current()
 		info := UpstreamInfo{Name: name, LoadBalancing: orDefault(cfg.LoadBalancing, "round_robin"), Pending: set.Pending, Backends: []string{}}
 		for _, rc := range cfg.Routes {
-			info.Routes = append(info.Routes, RouteInfo{Upstream: name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods)})
+			info.Routes = append(info.Routes, RouteInfo{Upstream: name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods), Upgrades: upgradesOf(rc.Upgrades)})
 		}
 		for _, b := range set.Backends {
 			info.Backends = append(info.Backends, b.ID)
@@ -176,4 +178,12 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// upgradesOf is what a route's Upgrades allows: DefaultUpgrades for nil.
+func upgradesOf(u []string) []string {
+	if u == nil {
+		return DefaultUpgrades
+	}
+	return u
 }

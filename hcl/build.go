@@ -180,6 +180,7 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 		}
 
 		l.Limits = buildListenerLimits(b, r.Limits)
+		l.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
 
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")

@@ -296,6 +296,9 @@ type Listener struct {
 	AddressRange hcl2.Range
 	// Limits is the limits block, defaulted (DefaultListenerLimits).
 	Limits ListenerLimits
+	// RateLimit is the rate_limit block, applied to every request routed
+	// through the listener before the upstream's; nil when absent.
+	RateLimit *RateLimit
 }
 
 // Upstream is an upstream "NAME" block: routes plus the backends they go to.
@@ -332,6 +335,9 @@ type Upstream struct {
 	Range hcl2.Range
 	// Limits is the limits block (zero when absent).
 	Limits UpstreamLimits
+	// RateLimit is the rate_limit block, applied after the listener's;
+	// nil when absent.
+	RateLimit *RateLimit
 }
 
 // DefaultUpgrades is route.upgrades when absent: WebSocket.

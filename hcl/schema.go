@@ -149,11 +149,13 @@ type rawListener struct {
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
 	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
 
-	TLSs    []*rawListenerTLS    `hcl:"tls,block"`
-	Limitss []*rawListenerLimits `hcl:"limits,block"` // limits.go
+	TLSs       []*rawListenerTLS    `hcl:"tls,block"`
+	Limitss    []*rawListenerLimits `hcl:"limits,block"`     // limits.go
+	RateLimits []*rawRateLimit      `hcl:"rate_limit,block"` // ratelimit.go
 
-	TLS    *rawListenerTLS    // set by collapse
-	Limits *rawListenerLimits // set by collapse
+	TLS       *rawListenerTLS    // set by collapse
+	Limits    *rawListenerLimits // set by collapse
+	RateLimit *rawRateLimit      // set by collapse
 }
 
 // rawUpstream is an upstream "NAME" block.
@@ -172,7 +174,8 @@ type rawUpstream struct {
 	OutlierDetections []*rawOutlierDetection `hcl:"outlier_detection,block"`
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
-	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"` // limits.go
+	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`     // limits.go
+	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -181,6 +184,7 @@ type rawUpstream struct {
 	TLS              *rawTLS
 	Timeouts         *rawTimeouts
 	Limits           *rawUpstreamLimits
+	RateLimit        *rawRateLimit
 }
 
 // rawRoute is upstream.route.
@@ -274,6 +278,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	for _, l := range f.Listeners {
 		l.TLS = one(l.TLSs, fmt.Sprintf("listener %q", l.Name), "tls", diags)
 		l.Limits = one(l.Limitss, fmt.Sprintf("listener %q", l.Name), "limits", diags)
+		l.RateLimit = one(l.RateLimits, fmt.Sprintf("listener %q", l.Name), "rate_limit", diags)
 	}
 	for _, u := range f.Upstreams {
 		path := fmt.Sprintf("upstream %q", u.Name)
@@ -283,6 +288,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		u.TLS = one(u.TLSs, path, "tls", diags)
 		u.Timeouts = one(u.Timeoutss, path, "timeouts", diags)
 		u.Limits = one(u.Limitss, path, "limits", diags)
+		u.RateLimit = one(u.RateLimits, path, "rate_limit", diags)
 	}
 }
 

@@ -138,6 +138,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		u.Timeouts.Idle = tb.duration(t.Idle, DefaultIdleTimeout, positive, 0)
 	}
 	u.Limits = buildUpstreamLimits(b, r.Limits)
+	u.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
 	return u
 }
 

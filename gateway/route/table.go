@@ -44,6 +44,10 @@ type Definition struct {
 type Route[T any] struct {
 	Definition
 	Target T
+	// ID identifies the route by what it matches (host, path prefix,
+	// methods): unique within a Table, and the same in every Build for the
+	// same definition (the rate limit's "route" key, whichever upstream).
+	ID     string
 	host   string // lower-cased; for wildcards the suffix including the dot
 	kind   hostKind
 	prefix string
@@ -108,6 +112,7 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			return nil, fmt.Errorf("route: upstreams %q and %q declare the same route (host %q, path_prefix %q)", other, d.Upstream, d.Host, d.PathPrefix)
 		}
 		seen[key] = d.Upstream
+		r.ID = key
 		switch r.kind {
 		case hostExact:
 			t.exact[r.host] = append(t.exact[r.host], r)

@@ -153,3 +153,34 @@ func TestPrefixInNormalForm(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteID: a route's ID depends on what it matches, not on its
+// upstream or position, is the same in every Build, and differs between
+// routes.
+func TestRouteID(t *testing.T) {
+	build := func(defs ...Definition) *Table[string] {
+		targets := map[string]string{}
+		for _, d := range defs {
+			targets[d.Upstream] = d.Upstream
+		}
+		tbl, err := Build(defs, targets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	a := Definition{Upstream: "a", Host: "Web.example.com", PathPrefix: "/api", Methods: []string{"post", "GET"}}
+	b := Definition{Upstream: "b", PathPrefix: "/api"}
+	t1 := build(a, b)
+	a2 := a
+	a2.Upstream, a2.Host, a2.Methods, a2.Index = "other", "web.example.com", []string{"GET", "POST"}, 3
+	t2 := build(b, a2)
+	id1 := t1.Match("web.example.com", "/api", "GET").ID
+	id2 := t2.Match("web.example.com", "/api", "GET").ID
+	if id1 == "" || id1 != id2 {
+		t.Errorf("IDs of the same route differ: %q, %q", id1, id2)
+	}
+	if other := t1.Match("any", "/api", "GET").ID; other == id1 || other == "" {
+		t.Errorf("distinct routes share ID %q", other)
+	}
+}

@@ -143,6 +143,12 @@ upstream "web" {
     max_queue                = 0  # requests over max_requests that wait their turn (FIFO); 0 = none, refused at once
     # queue_timeout          = "1s" # no default: required with max_queue, and only allowed with it
   }
+
+  # rate_limit {                  # none by default (429 rate_limited beyond); a listener takes the same block, applied first
+  #   requests_per_second = 50    # required in the block: > 0, fractions allowed
+  #   burst               = 50    # default ceil(requests_per_second); >= 1
+  #   key                 = "client_ip" # client_ip | header:NAME | route
+  # }
 }
 
 # Path normalisation (top level; README "Paths: what is matched, what is forwarded").
