@@ -15,7 +15,8 @@ import (
 
 // BenchmarkAdmission is admit, pick and release of one request when the
 // concurrency limits are off and when they are on but not reached: no
-// allocation either way (plus TestAdmissionNoAlloc).
+// allocation either way (plus TestAdmissionNoAlloc); pick-only is the
+// part that predates admission, for the difference.
 func BenchmarkAdmission(b *testing.B) {
 	for _, bc := range []struct {
 		name                         string
@@ -29,6 +30,16 @@ func BenchmarkAdmission(b *testing.B) {
 			}
 		})
 	}
+	// What the handler did before admission existed: Pick, Acquire, Done.
+	b.Run("pick-only", func(b *testing.B) {
+		_, _, r, up := admissionFixture(b, 0, 0, 0, 0)
+		b.ReportAllocs()
+		for b.Loop() {
+			be, _ := up.Pick(r)
+			be.Acquire()
+			be.Done(health.Neutral, "", 0)
+		}
+	})
 }
 
 func admitOnce(g *Gateway, rec recorder, r *http.Request, up *upstream.Upstream) {
