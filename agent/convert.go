@@ -31,7 +31,7 @@ const MetaScheme = "impulse-scheme"
 // pointing at the file at fault (cert_file, key_file, ca_file,
 // client_ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
-	gc := gateway.Config{Paths: pathOptions(c.Paths)}
+	gc := gateway.Config{Paths: pathOptions(c.Paths), MaxRequests: c.Limits.MaxRequests}
 	for _, l := range c.Listeners {
 		lc, err := listenerConfig(l) // listenertls.go
 		if err != nil {
@@ -70,7 +70,9 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		IdleTimeout:           u.Timeouts.Idle,
 		Discovered:            u.Consul != nil,
 	}, MaxRequestBodyBytes: u.Limits.MaxRequestBodyBytes, RateLimit: rateLimit(u.RateLimit),
-		BodyIdleTimeout: u.Timeouts.BodyIdle, RequestTimeout: u.Timeouts.Request}
+		BodyIdleTimeout: u.Timeouts.BodyIdle, RequestTimeout: u.Timeouts.Request,
+		MaxRequests: u.Limits.MaxRequests, MaxRequestsPerBackend: u.Limits.MaxRequestsPerBackend,
+		MaxQueue: u.Limits.MaxQueue, QueueTimeout: u.Limits.QueueTimeout}
 	if hc := u.HealthCheck; hc != nil {
 		uc.Active = &health.ActiveConfig{Path: hc.Path, Interval: hc.Interval, Timeout: hc.Timeout,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy,

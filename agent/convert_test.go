@@ -23,8 +23,8 @@ func TestDiscoveryConfigResyncGrace(t *testing.T) {
 	}
 }
 
-// TestLimitsConverted: listener.limits and upstream.limits reach the
-// gateway's configuration unchanged.
+// TestLimitsConverted: listener.limits, upstream.limits and the top-level
+// limits reach the gateway's configuration unchanged.
 func TestLimitsConverted(t *testing.T) {
 	cfgFile, _, _ := writeConfig(t, `
 listener "public" {
@@ -47,8 +47,15 @@ listener "public" {
 upstream "uploads" {
   route {}
   backend "a" { address = "http://127.0.0.1:9000" }
-  limits { max_request_body_bytes = 1073741824 }
+  limits {
+    max_request_body_bytes   = 1073741824
+    max_requests             = 100
+    max_requests_per_backend = 10
+    max_queue                = 50
+    queue_timeout            = "1500ms"
+  }
 }
+limits { max_requests = 5000 }
 `)
 	cfg, diags := hcl.Load([]string{cfgFile})
 	if diags.HasErrors() {
@@ -66,6 +73,12 @@ upstream "uploads" {
 	}
 	if n := gc.Upstreams[0].MaxRequestBodyBytes; n != 1<<30 {
 		t.Errorf("upstream max_request_body_bytes %d, want %d", n, 1<<30)
+	}
+	if u := gc.Upstreams[0]; u.MaxRequests != 100 || u.MaxRequestsPerBackend != 10 || u.MaxQueue != 50 || u.QueueTimeout != 1500*time.Millisecond {
+		t.Errorf("upstream concurrency limits %d/%d/%d/%v, want 100/10/50/1.5s", u.MaxRequests, u.MaxRequestsPerBackend, u.MaxQueue, u.QueueTimeout)
+	}
+	if gc.MaxRequests != 5000 {
+		t.Errorf("top-level max_requests %d, want 5000", gc.MaxRequests)
 	}
 }
 

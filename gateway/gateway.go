@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
 
+	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -40,6 +41,13 @@ type Config struct {
 	// Paths are the path normalisation settings; the zero value is the
 	// default (see pathnorm.PathOptions and NormalizePath). Apply switches them.
 	Paths pathnorm.PathOptions
+	// MaxRequests bounds the requests in flight through the whole gateway,
+	// every listener and upstream together, open tunnels included (the
+	// top-level `limits { max_requests }`); 0 means no limit. A request
+	// over it gets 503 overloaded with Retry-After at once, before its
+	// upstream's limits are looked at (admission.go). Apply switches it at
+	// once; requests in flight keep their slots.
+	MaxRequests int
 }
 
 // ListenerConfig is one listener: HTTP/3 on a UDP socket and HTTP/1.1 and
@@ -125,6 +133,31 @@ type UpstreamConfig struct {
 	// the response started. Neither applies to tunnels. Apply switches them
 	// at once.
 	BodyIdleTimeout, RequestTimeout time.Duration
+
+	// Concurrency limits (admission.go); Apply switches them at once and
+	// requests in flight keep their slots. A request holds its slots from
+	// admission until its response is done (body copied, tunnel closed);
+	// one refused by any limit never reaches a backend.
+	//
+	// MaxRequests bounds the requests in flight to the upstream (queued
+	// ones not counted); 0 means no limit. Over it a request gets 503
+	// overloaded with Retry-After: at once when MaxQueue is 0, otherwise
+	// after waiting its turn (FIFO) for up to QueueTimeout (≤ 0: until a
+	// slot frees or the client leaves) among at most MaxQueue others; a
+	// request that finds the queue full is refused at once.
+	MaxRequests, MaxQueue int
+	QueueTimeout          time.Duration
+	// MaxRequestsPerBackend bounds the requests in flight to each backend;
+	// 0 means no limit. The pick skips a full backend (every policy); when
+	// every healthy backend is full the request gets 503 overloaded, not
+	// no_healthy_backend. A rebuilt upstream (changed transport settings)
+	// counts its new backends from 0 while the old ones drain.
+	MaxRequestsPerBackend int
+}
+
+// concurrencyLimits is the upstream queue and cap of uc.
+func (uc UpstreamConfig) concurrencyLimits() concurrency.Limits {
+	return concurrency.Limits{Max: uc.MaxRequests, MaxQueue: uc.MaxQueue, QueueTimeout: uc.QueueTimeout}
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -148,6 +181,9 @@ type table struct {
 	upstreams  map[string]*upstream.Upstream
 	configs    map[string]UpstreamConfig
 	rates      rateLimiters // by upstream name (ratelimits.go)
+	// limiters count every upstream's requests in flight against its
+	// MaxRequests (by name); a limiter outlives reloads of its upstream.
+	limiters map[string]*concurrency.Limiter
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -176,6 +212,7 @@ type Gateway struct {
 
 	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
+	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -186,7 +223,8 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}, workers: newWorkers()}
+	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}, workers: newWorkers(),
+		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests})}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
 	g.paths.Store(&cfg.Paths)
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
@@ -224,6 +262,7 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 		return err
 	}
 	g.paths.Store(&cfg.Paths)
+	g.global.Set(concurrency.Limits{Max: cfg.MaxRequests})
 	return g.applyListenersLocked(ctx, cfg.Listeners)
 }
 
@@ -239,7 +278,8 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	if err != nil {
 		return err
 	}
-	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates}
+	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates,
+		limiters: map[string]*concurrency.Limiter{}}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {
@@ -285,6 +325,16 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
+	for name, uc := range next.configs {
+		// Only now: a failed Apply changes no limit.
+		next.upstreams[name].SetMaxRequestsPerBackend(uc.MaxRequestsPerBackend)
+		if l := old.limiters[name]; l != nil {
+			l.Set(uc.concurrencyLimits())
+			next.limiters[name] = l
+		} else {
+			next.limiters[name] = concurrency.New(uc.concurrencyLimits())
+		}
+	}
 	g.table.Store(next)
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {

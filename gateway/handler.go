@@ -23,7 +23,8 @@ import (
 // listener's limits (limits.go), 404 no route, 425 an unsafe method in
 // early data (earlydata.go), 429 from the listener's and then the
 // upstream's rate limit, right after routing and validation, before
-// anything else counts the request (ratelimits.go), 503 no eligible
+// anything else counts the request (ratelimits.go), 503 overloaded over a
+// concurrency limit (admission.go), 503 no eligible
 // backend (never a fall-through to another route), 502 connect/reset before
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout or request timeout (timeouts.go), and a stream reset
@@ -110,17 +111,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	}
 	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
 	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
-	b, set := up.Pick(r)
-	if b == nil {
-		reason := transport.ReasonNoBackend
-		if set.Pending {
-			reason = transport.ReasonPending
-		}
-		rec.finish(w, up, nil, http.StatusServiceUnavailable, reason)
+	held, ok := g.admit(rec, w, up) // concurrency limits (admission.go)
+	if !ok {
 		return
 	}
-
-	b.Acquire()
+	defer held.release() // once the response is done
+	b := g.pick(rec, w, r, up)
+	if b == nil {
+		return
+	}
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
 	traced, iw := withInterim(w, r)

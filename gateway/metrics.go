@@ -35,6 +35,7 @@ var (
 		{Name: metricGRPCRequests, Help: "gRPC calls handled, by listener, protocol, upstream, HTTP status class (code) and gRPC status (grpc_status, e.g. OK, UNAVAILABLE)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
 		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener or upstream: whose rate_limit refused)."},
+		{Name: metricLimitOverloaded, Help: "Requests answered 503 overloaded, by the scope of the concurrency limit they met (global, upstream, backend) and the upstream they were routed to."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
 	// has no definition: go-metrics would add an unlabelled zero series, a
@@ -47,6 +48,9 @@ var (
 		{Name: metricTunnels, Help: "Open tunnels (WebSocket and other upgrades), by listener, upstream and upgrade protocol."},
 		{Name: metricInFlight, Help: "Requests in flight to the backends of an upstream, sampled every second."},
 		{Name: metricEligible, Help: "Backends of an upstream that may receive traffic now, sampled every second."},
+		{Name: metricLimitInFlight, Help: "Requests holding a slot of a concurrency limit, by scope (global; upstream; backend: the busiest backend) and upstream, sampled every second."},
+		{Name: metricLimitMax, Help: "The concurrency limit of a scope (global, upstream, backend) and upstream (0: none), sampled every second."},
+		{Name: metricLimitQueue, Help: "Requests waiting in an upstream's queue for a slot (limits.max_queue), sampled every second."},
 	}
 )
 
@@ -56,12 +60,13 @@ type gatewayMetrics struct {
 	// requests counts and times requests per label set on the hot path
 	// without go-metrics' label handling; flush hands the deltas to
 	// go-metrics (every second and before every scrape).
-	requests   sync.Map // requestKey → *requestCount
-	grpcCalls  sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
-	rateLimits sync.Map // rateLimitedKey → *rateLimitedCount (ratelimits.go)
-	flushMu    sync.Mutex
-	tunnels    tunnelCounts // tunnelmetrics.go
-	tunnelMu   sync.Mutex   // one byte flush at a time
+	requests       sync.Map // requestKey → *requestCount
+	grpcCalls      sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
+	rateLimits     sync.Map // rateLimitedKey → *rateLimitedCount (ratelimits.go)
+	flushMu        sync.Mutex
+	tunnels        tunnelCounts // tunnelmetrics.go
+	tunnelMu       sync.Mutex   // one byte flush at a time
+	overloadCounts              // limitmetrics.go
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -212,6 +217,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 	}
 	gm.flushGRPC(now, live)
 	gm.flushRateLimited(now, live)
+	gm.flushOverloads(now, live)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when
@@ -265,6 +271,7 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 		g.metrics.sampleConns()
 		g.metrics.sampleTunnels()
 		g.sampleTLS(time.Now())
+		g.sampleLimits()
 		for name, u := range g.table.Load().upstreams {
 			var inFlight int64
 			eligible := 0

@@ -29,11 +29,13 @@ const tunnelLinger = 10 * time.Second
 // (for WebSocket, with a key of the gateway's, whose accept it checks);
 // the client gets the backend's 101 over HTTP/1.1, a 200 over HTTP/2 and
 // HTTP/3. The tunnel then relays bytes both ways until both sides end it,
-// counted as one request in flight to the backend.
+// counted as one request in flight to the backend, and holding its
+// concurrency-limit slots (admission.go) until it closes.
 //
 // Answers of its own: 403 upgrade_not_allowed (the route does not list
 // the protocol), 400 invalid_websocket_handshake (RFC 6455 §4.2.1, with
-// "Sec-WebSocket-Version: 13" as §4.4 asks), 503 as any request, 501
+// "Sec-WebSocket-Version: 13" as §4.4 asks), 503 as any request
+// (overloaded, no_healthy_backend, discovery_pending), 501
 // upgrade_unsupported_backend (the backend picked speaks HTTP/2), 502 when
 // the backend's 101 does not switch to the protocol asked for, or an
 // extended CONNECT got a 2xx that is not a switch (upgrade_refused). A
@@ -50,24 +52,23 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		rec.finish(w, up, nil, http.StatusBadRequest, reasonWebSocketHandshake)
 		return
 	}
-	b, set := up.Pick(r)
-	if b == nil {
-		reason := transport.ReasonNoBackend
-		if set.Pending {
-			reason = transport.ReasonPending
-		}
-		rec.finish(w, up, nil, http.StatusServiceUnavailable, reason)
+	held, ok := g.admit(rec, w, up) // the same concurrency limits as any request
+	if !ok {
 		return
 	}
+	defer held.release() // once the tunnel is closed
+	b := g.pick(rec, w, r, up)
+	if b == nil {
+		return
+	}
+	outcome, failReason := health.Neutral, ""
+	defer func() { b.Done(outcome, failReason, time.Since(rec.start)) }()
 	if b.Scheme != transport.SchemeHTTP {
 		// An HTTP/2 backend would need an extended CONNECT of its own,
 		// which the backend must have announced: not done.
 		rec.finish(w, up, b, http.StatusNotImplemented, reasonUpgradeBackend)
 		return
 	}
-	b.Acquire()
-	outcome, failReason := health.Neutral, ""
-	defer func() { b.Done(outcome, failReason, time.Since(rec.start)) }()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	out, key := tunnelOutgoing(ctx, r, b, tr)

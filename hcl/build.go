@@ -73,6 +73,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 		t.DogstatsdAddressRange = rangeOf(r.DogstatsdAddress)
 	}
 
+	c.Limits = buildGlobalLimits(top, m.Limits)
 	c.Listeners = buildListeners(top, m.Listeners)
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
 	checkReachable(top, c)

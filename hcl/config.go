@@ -141,6 +141,8 @@ type Config struct {
 	Control Control
 	// Telemetry configures metric sinks (always present, defaulted).
 	Telemetry Telemetry
+	// Limits is the top-level limits block (zero when absent: no limit).
+	Limits GlobalLimits
 	// Listeners in source order (files in load order, blocks in file order).
 	Listeners []Listener
 	// Upstreams in source order.

@@ -65,14 +65,35 @@ func DefaultListenerLimits() ListenerLimits {
 	}
 }
 
-// UpstreamLimits is upstream.limits. Only max_request_body_bytes is
-// implemented; max_requests, max_requests_per_backend, max_queue and
-// queue_timeout are accepted with a "Not yet supported" warning.
+// UpstreamLimits is upstream.limits: a body cap and the concurrency
+// limits (README "Concurrency limits"). Every count is ≥ 0, 0 (the
+// default) meaning none.
 type UpstreamLimits struct {
 	// MaxRequestBodyBytes replaces the listener's max_request_body_bytes
 	// for requests routed to this upstream; 0 (the default) keeps the
 	// listener's.
 	MaxRequestBodyBytes int64
+	// MaxRequests bounds the requests in flight to the upstream (503
+	// overloaded with Retry-After beyond it); 0 means none.
+	MaxRequests int
+	// MaxRequestsPerBackend bounds the requests in flight to each of its
+	// backends: a full backend is skipped; 0 means none.
+	MaxRequestsPerBackend int
+	// MaxQueue is how many requests over MaxRequests may wait in line
+	// (FIFO) for a slot; 0 means none (refused at once). It requires
+	// MaxRequests and QueueTimeout.
+	MaxQueue int
+	// QueueTimeout is the longest a request waits in that line (> 0; only
+	// with MaxQueue); 0 when there is no queue.
+	QueueTimeout time.Duration
+}
+
+// GlobalLimits is the top-level limits block.
+type GlobalLimits struct {
+	// MaxRequests bounds the requests in flight through the whole gateway,
+	// tunnels included (503 overloaded with Retry-After beyond it, never
+	// queued); 0 (the default) means none.
+	MaxRequests int
 }
 
 // rawListenerLimits is listener.limits (schema.go holds the other raw
@@ -101,6 +122,14 @@ type rawUpstreamLimits struct {
 	MaxRequestBodyBytes   *hcl2.Attribute `hcl:"max_request_body_bytes,optional"`
 }
 
+// rawGlobalLimits is the top-level limits block.
+type rawGlobalLimits struct {
+	DefRange hcl2.Range `hcl:",def_range"`
+
+	MaxRequests *hcl2.Attribute `hcl:"max_requests,optional"`
+}
+
+func (r *rawGlobalLimits) defRange() hcl2.Range   { return r.DefRange }
 func (r *rawListenerLimits) defRange() hcl2.Range { return r.DefRange }
 func (r *rawUpstreamLimits) defRange() hcl2.Range { return r.DefRange }
 
@@ -123,9 +152,11 @@ func buildListenerLimits(b blk, r *rawListenerLimits) ListenerLimits {
 	return l
 }
 
-// buildUpstreamLimits converts upstream.limits (nil: none). The
-// attributes that belong to the admission-control issue are checked for
-// their type and range and draw a "Not yet supported" warning.
+// buildUpstreamLimits converts upstream.limits (nil: none). Besides each
+// value's range: a queue needs a limit to queue behind (max_queue without
+// max_requests) and a timeout (max_queue without queue_timeout), and a
+// queue_timeout needs a queue. Cross-field errors are reported only when
+// the fields involved are valid themselves.
 func buildUpstreamLimits(b blk, r *rawUpstreamLimits) UpstreamLimits {
 	var l UpstreamLimits
 	if r == nil {
@@ -134,17 +165,38 @@ func buildUpstreamLimits(b blk, r *rawUpstreamLimits) UpstreamLimits {
 	b = b.child("limits", r.DefRange)
 	body, _ := b.integer(r.MaxRequestBodyBytes, 0, 0, math.MaxInt)
 	l.MaxRequestBodyBytes = int64(body)
-	for _, a := range []*hcl2.Attribute{r.MaxRequests, r.MaxRequestsPerBackend, r.MaxQueue} {
-		if _, ok := b.integer(a, 0, 0, maxCount); ok {
-			b.unsupported("upstream.limits."+a.Name, a.Expr.Range())
-		}
+	var reqOK, queueOK bool
+	l.MaxRequests, reqOK = b.integer(r.MaxRequests, 0, 0, maxCount)
+	l.MaxRequestsPerBackend, _ = b.integer(r.MaxRequestsPerBackend, 0, 0, maxCount)
+	l.MaxQueue, queueOK = b.integer(r.MaxQueue, 0, 0, maxCount)
+	before := b.errCount()
+	l.QueueTimeout = b.duration(r.QueueTimeout, 0, positive, 0)
+	timeoutOK := r.QueueTimeout != nil && b.errCount() == before
+	switch {
+	case l.MaxQueue > 0 && l.MaxRequests == 0 && (reqOK || r.MaxRequests == nil):
+		b.errorf(r.MaxQueue, "", "Queue without a limit",
+			"a queue holds the requests over max_requests, which is not set (or 0); set max_requests > 0, or remove max_queue.")
+	case l.MaxQueue > 0 && r.QueueTimeout == nil:
+		b.errorf(r.MaxQueue, "", "Queue without a timeout",
+			"set queue_timeout, the longest a request may wait in the queue (e.g. \"1s\").")
 	}
-	if r.QueueTimeout != nil {
-		before := b.errCount()
-		b.duration(r.QueueTimeout, 0, 0, 0)
-		if b.errCount() == before {
-			b.unsupported("upstream.limits.queue_timeout", r.QueueTimeout.Expr.Range())
-		}
+	if timeoutOK && l.MaxQueue == 0 && (queueOK || r.MaxQueue == nil) {
+		b.errorf(r.QueueTimeout, "", "Timeout without a queue",
+			"queue_timeout bounds the wait in the queue, and max_queue is not set (or 0); set max_queue > 0, or remove queue_timeout.")
 	}
+	if l.MaxQueue == 0 {
+		l.QueueTimeout = 0
+	}
+	return l
+}
+
+// buildGlobalLimits converts the top-level limits block (nil: none).
+func buildGlobalLimits(b blk, r *rawGlobalLimits) GlobalLimits {
+	var l GlobalLimits
+	if r == nil {
+		return l
+	}
+	b = b.child("limits", r.DefRange)
+	l.MaxRequests, _ = b.integer(r.MaxRequests, 0, 0, maxCount)
 	return l
 }

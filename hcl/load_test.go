@@ -457,7 +457,7 @@ func TestFormatDiagnostics(t *testing.T) {
 }
 
 func TestNotYetSupported(t *testing.T) {
-	if !NotYetSupported("upstream.limits.max_queue") || NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") ||
+	if NotYetSupported("upstream.limits.max_queue") || NotYetSupported("telemetry.dogstatsd_address") || NotYetSupported("consul.register") || NotYetSupported("upstream.health_check") ||
 		NotYetSupported("load_balancing.ewma") || NotYetSupported("upstream.hash_on") || NotYetSupported("telemetry.statsd_address") {
 		t.Error("NotYetSupported table is off")
 	}
@@ -510,8 +510,8 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
-	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) {
-		t.Errorf("limits = %+v, %+v; want the defaults", l.Limits, u.Limits)
+	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) || cfg.Limits != (GlobalLimits{}) {
+		t.Errorf("limits = %+v, %+v, %+v; want the defaults", l.Limits, u.Limits, cfg.Limits)
 	}
 	if u.Range.Start.Line != 85 || u.Routes[0].Range.Start.Line != 90 || u.Backends[0].Range.Start.Line != 96 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)

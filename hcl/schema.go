@@ -27,16 +27,18 @@ type rawFile struct {
 	MergeSlashes   *hcl2.Attribute `hcl:"merge_slashes,optional"`
 	EscapedSlashes *hcl2.Attribute `hcl:"escaped_slashes,optional"`
 
-	Consuls    []*rawConsul    `hcl:"consul,block"`
-	Controls   []*rawControl   `hcl:"control,block"`
-	Telemetrys []*rawTelemetry `hcl:"telemetry,block"`
-	Listeners  []*rawListener  `hcl:"listener,block"`
-	Upstreams  []*rawUpstream  `hcl:"upstream,block"`
+	Consuls    []*rawConsul       `hcl:"consul,block"`
+	Controls   []*rawControl      `hcl:"control,block"`
+	Telemetrys []*rawTelemetry    `hcl:"telemetry,block"`
+	Listeners  []*rawListener     `hcl:"listener,block"`
+	Upstreams  []*rawUpstream     `hcl:"upstream,block"`
+	Limitss    []*rawGlobalLimits `hcl:"limits,block"` // limits.go
 
 	// Set by collapse (one file) or by the merger (all files).
 	Consul    *rawConsul
 	Control   *rawControl
 	Telemetry *rawTelemetry
+	Limits    *rawGlobalLimits
 }
 
 // rawConsul is the top-level consul block.
@@ -270,6 +272,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	f.Consul = one(f.Consuls, "", "consul", diags)
 	f.Control = one(f.Controls, "", "control", diags)
 	f.Telemetry = one(f.Telemetrys, "", "telemetry", diags)
+	f.Limits = one(f.Limitss, "", "limits", diags)
 	if c := f.Consul; c != nil {
 		c.TLS = one(c.TLSs, "consul", "tls", diags)
 		c.Register = one(c.Registers, "consul", "register", diags)

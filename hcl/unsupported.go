@@ -10,12 +10,7 @@ import (
 // its source range instead of being silently ignored. When the gateway gains
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
-var notYetSupported = map[string]string{
-	"upstream.limits.max_requests":             "the upstream in-flight cap (limits.max_requests)",
-	"upstream.limits.max_requests_per_backend": "the per-backend in-flight cap (limits.max_requests_per_backend)",
-	"upstream.limits.max_queue":                "the upstream request queue (limits.max_queue)",
-	"upstream.limits.queue_timeout":            "the upstream request queue (limits.queue_timeout)",
-}
+var notYetSupported = map[string]string{}
 
 // NotYetSupported reports whether feature (a key such as
 // "upstream.limits.max_queue") is parsed but not yet implemented by the

@@ -108,6 +108,7 @@ type Backend struct {
 	Health *health.State
 
 	inFlight   atomic.Int64
+	maxFlight  *atomic.Int64 // the upstream's max_requests_per_backend (≤ 0: none)
 	requests   atomic.Uint64
 	removed    atomic.Bool
 	ewma       atomic.Uint64 // float64 bits, ns
@@ -193,7 +194,8 @@ func (b *Backend) Requests() uint64 { return b.requests.Load() }
 // finish in-flight requests).
 func (b *Backend) Removed() bool { return b.removed.Load() }
 
-// Acquire counts a request starting; every Acquire is paired with Release.
+// Acquire counts a request starting, whatever the backend's limit; every
+// Acquire is paired with Done.
 func (b *Backend) Acquire() {
 	b.inFlight.Add(1)
 	b.requests.Add(1)
@@ -230,8 +232,11 @@ type Upstream struct {
 	policy balance.Policy
 	set    atomic.Pointer[Set]
 	budget health.Budget
-	ctx    context.Context // lives until Close; parent of checker goroutines
-	cancel context.CancelFunc
+	// maxPerBackend is max_requests_per_backend, shared by the backends
+	// (Backend.maxFlight); ≤ 0: none.
+	maxPerBackend atomic.Int64
+	ctx           context.Context // lives until Close; parent of checker goroutines
+	cancel        context.CancelFunc
 
 	mu         sync.Mutex // guards the fields below (writers only)
 	static     []Spec
@@ -270,7 +275,10 @@ func (u *Upstream) Config() Config { return u.cfg }
 func (u *Upstream) Current() *Set { return u.set.Load() }
 
 // Pick selects a backend for r from the current set, or nil when the set is
-// empty; the caller inspects Set.Pending to tell the two 503s apart.
+// empty or none is eligible; a Full backend is not. The caller inspects
+// Set.Pending and Set.Saturated to tell the 503s apart, and counts the
+// request with TryAcquire (another request may have filled the backend
+// since).
 func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 	s := u.set.Load()
 	if len(s.Backends) == 0 {
@@ -337,7 +345,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr()}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr(), maxFlight: &u.maxPerBackend}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			// The same backend with another weight, or in the upstream a
 			// reload replaced: same target, same health, no new ramp.
@@ -402,7 +410,7 @@ func (u *Upstream) publish() {
 	})
 	cands := make([]balance.Candidate, len(s.Backends))
 	for i, b := range s.Backends {
-		cands[i] = b
+		cands[i] = pickable{b}
 	}
 	s.picker = u.policy.Picker(cands)
 	u.set.Store(s)

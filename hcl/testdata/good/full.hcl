@@ -140,7 +140,11 @@ upstream "web" {
   }
 
   limits {
-    max_request_body_bytes = 0    # replaces the listener's for requests routed here; 0 = the listener's
+    max_request_body_bytes   = 0  # replaces the listener's for requests routed here; 0 = the listener's
+    max_requests             = 0  # in flight to the upstream, tunnels included; beyond: 503 overloaded, Retry-After; 0 = none
+    max_requests_per_backend = 0  # in flight to each backend; a full one is skipped; 0 = none
+    max_queue                = 0  # requests over max_requests that wait their turn (FIFO); 0 = none, refused at once
+    # queue_timeout          = "1s" # no default: required with max_queue, and only allowed with it
   }
 
   # rate_limit {                  # none by default (429 rate_limited beyond); a listener takes the same block, applied first
@@ -154,3 +158,7 @@ upstream "web" {
 normalize_path  = true           # forward the path's normal form; false: as sent (routing always uses the normal form)
 merge_slashes   = false          # true: "//" is "/" for routing and forwarding
 escaped_slashes = "reject"       # reject | keep | unescape: what %2F, %5C and "\" mean (README "Routing")
+
+limits {                         # top level: the whole gateway (README "Concurrency limits")
+  max_requests = 0               # in flight through every listener and upstream, tunnels included; beyond: 503 overloaded; 0 = none
+}

@@ -1,4 +1,9 @@
-# Listener limits with every attribute, and an upstream's own body limit.
+# Listener limits with every attribute, an upstream's own body limit and
+# every concurrency limit (upstream and top-level).
+limits {
+  max_requests = 5000
+}
+
 listener "public" {
   address = "127.0.0.1:8443"
   tls {
@@ -25,6 +30,10 @@ upstream "uploads" {
     address = "http://127.0.0.1:9000"
   }
   limits {
-    max_request_body_bytes = 1073741824
+    max_request_body_bytes   = 1073741824
+    max_requests             = 100
+    max_requests_per_backend = 10
+    max_queue                = 50
+    queue_timeout            = "1s"
   }
 }

@@ -18,10 +18,4 @@ upstream "web" {
   backend "a" {
     address = "http://localhost"
   }
-  limits {
-    max_requests             = 100
-    max_requests_per_backend = 10
-    max_queue                = 50
-    queue_timeout            = "1s"
-  }
 }

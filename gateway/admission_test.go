@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+)
+
+// stallBackend is an HTTP/1.1 backend whose requests wait for a token on
+// release (or the end of the test) before answering 200.
+type stallBackend struct {
+	srv      *httptest.Server
+	arrived  atomic.Int64
+	release  chan struct{}
+	finished chan struct{} // closed at cleanup: every request ends
+}
+
+func newStallBackend(t *testing.T) *stallBackend {
+	s := &stallBackend{release: make(chan struct{}, 1000), finished: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.arrived.Add(1)
+		select {
+		case <-s.release:
+		case <-s.finished:
+		case <-r.Context().Done():
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(func() { close(s.finished); s.srv.Close() })
+	return s
+}
+
+// free lets n stalled requests (present or future) answer.
+func (s *stallBackend) free(n int) {
+	for range n {
+		s.release <- struct{}{}
+	}
+}
+
+// limiterOf is the concurrency limiter of the named upstream.
+func limiterOf(g *Gateway, name string) *concurrency.Limiter { return g.table.Load().limiters[name] }
+
+// overloadedCount is the overloaded counter of scope and upstream.
+func overloadedCount(g *Gateway, scope, up string) uint64 {
+	if v, ok := g.metrics.overloads.Load(overloadKey{scope, up}); ok {
+		return v.(*overloadCount).total.Load()
+	}
+	return 0
+}
+
+// checkOverloaded fails unless res is 503 overloaded with Retry-After: 1.
+func checkOverloaded(t *testing.T, res asyncResult, what string) {
+	t.Helper()
+	if res.err != nil {
+		t.Fatalf("%s: %v", what, res.err)
+	}
+	if res.resp.StatusCode != http.StatusServiceUnavailable || res.resp.Header.Get("X-Impulse-Error") != reasonOverloaded ||
+		res.resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("%s: %d %q, Retry-After %q; want 503 overloaded, Retry-After 1", what, res.resp.StatusCode,
+			res.resp.Header.Get("X-Impulse-Error"), res.resp.Header.Get("Retry-After"))
+	}
+}
+
+func checkOK(t *testing.T, res asyncResult, what string) {
+	t.Helper()
+	if res.err != nil || res.resp.StatusCode != http.StatusOK {
+		if res.err == nil {
+			t.Fatalf("%s: %d %q", what, res.resp.StatusCode, res.resp.Header.Get("X-Impulse-Error"))
+		}
+		t.Fatalf("%s: %v", what, res.err)
+	}
+}
+
+// awaitResult receives one result within 10 s.
+func awaitResult(t *testing.T, c <-chan asyncResult, what string) asyncResult {
+	t.Helper()
+	select {
+	case res := <-c:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no answer in 10s", what)
+		return asyncResult{}
+	}
+}
+
+// TestR06FailFast is case R06 without a queue: max_requests = 10, a backend
+// that does not answer, 50 concurrent requests. 10 reach the backend; the
+// 40 others get 503 overloaded with Retry-After at once (while the 10 are
+// still held) and never reach it; then the 10 are served and the count
+// returns to 0.
+func TestR06FailFast(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := newStallBackend(t)
+		uc := staticUpstream("u", "/", be.srv)
+		uc.MaxRequests = 10
+		h := newHarnessOver(t, proto, uc)
+		lim := limiterOf(h.gw, "u")
+		var held []<-chan asyncResult
+		for range 10 {
+			held = append(held, h.getAsync("/slow"))
+		}
+		eventually(t, 10*time.Second, func() bool { return lim.InFlight() == 10 && be.arrived.Load() == 10 }, "10 requests in flight")
+		var extra []<-chan asyncResult
+		for range 40 {
+			extra = append(extra, h.getAsync("/slow"))
+		}
+		for i, c := range extra {
+			checkOverloaded(t, awaitResult(t, c, "extra request"), fmt.Sprintf("extra request %d", i))
+		}
+		if n := be.arrived.Load(); n != 10 {
+			t.Fatalf("backend saw %d requests, want 10", n)
+		}
+		if n := overloadedCount(h.gw, scopeUpstream, "u"); n != 40 {
+			t.Fatalf("overloaded counter %d, want 40", n)
+		}
+		be.free(10)
+		for _, c := range held {
+			checkOK(t, awaitResult(t, c, "held request"), "held request")
+		}
+		eventually(t, 5*time.Second, func() bool { return lim.InFlight() == 0 }, "the in-flight count back at 0")
+	})
+}
+
+// TestR06QueueWaits: with max_queue, requests over the limit wait in line
+// (never more than max_queue of them: the next is refused at once) and
+// proceed in turn as slots free.
+func TestR06QueueWaits(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := newStallBackend(t)
+		uc := staticUpstream("u", "/", be.srv)
+		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 2, 3, 30*time.Second
+		h := newHarnessOver(t, proto, uc)
+		lim := limiterOf(h.gw, "u")
+		var all []<-chan asyncResult
+		for range 2 {
+			all = append(all, h.getAsync("/"))
+		}
+		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 2 }, "2 requests at the backend")
+		for range 3 {
+			all = append(all, h.getAsync("/"))
+		}
+		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 3 }, "3 requests queued")
+		checkOverloaded(t, awaitResult(t, h.getAsync("/"), "request beyond the queue"), "request beyond the queue")
+		if lim.Waiting() != 3 || be.arrived.Load() != 2 {
+			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.arrived.Load())
+		}
+		for want := int64(3); want <= 5; want++ {
+			be.free(1) // one request ends: the head of the line takes its slot
+			eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == want && lim.Waiting() == 5-want }, "the next queued request at the backend")
+		}
+		be.free(2)
+		for _, c := range all {
+			checkOK(t, awaitResult(t, c, "request"), "request")
+		}
+		eventually(t, 5*time.Second, func() bool { return lim.InFlight() == 0 && lim.Waiting() == 0 }, "nothing in flight or queued")
+	})
+}
+
+// TestR06QueueWaves is case R06 with a queue: max_requests = 10 and room
+// for the rest in line, a backend that takes a while, 50 concurrent
+// requests: all are served, in about five waves.
+func TestR06QueueWaves(t *testing.T) {
+	const wave = 100 * time.Millisecond
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		var mu sync.Mutex
+		inFlight, peak := 0, 0
+		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			mu.Unlock()
+			time.Sleep(wave) // the backend's work, not a wait for a condition
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}))
+		uc := staticUpstream("u", "/", be)
+		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 10, 40, 30*time.Second
+		h := newHarnessOver(t, proto, uc)
+		start := time.Now()
+		var all []<-chan asyncResult
+		for range 50 {
+			all = append(all, h.getAsync("/"))
+		}
+		for _, c := range all {
+			checkOK(t, awaitResult(t, c, "request"), "request")
+		}
+		if d := time.Since(start); d < 5*wave {
+			t.Fatalf("50 requests in %v: fewer than five waves of %v", d, wave)
+		}
+		if peak > 10 {
+			t.Fatalf("the backend had %d requests at once, max_requests 10", peak)
+		}
+	})
+}
+
+// TestR06QueueTimeout: a request that waits queue_timeout in line gets
+// 503 overloaded and leaves it.
+func TestR06QueueTimeout(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := newStallBackend(t)
+		uc := staticUpstream("u", "/", be.srv)
+		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 1, 1, 200*time.Millisecond
+		h := newHarnessOver(t, proto, uc)
+		lim := limiterOf(h.gw, "u")
+		held := h.getAsync("/")
+		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "a request at the backend")
+		start := time.Now()
+		checkOverloaded(t, awaitResult(t, h.getAsync("/"), "queued request"), "queued request")
+		if d := time.Since(start); d < 200*time.Millisecond {
+			t.Fatalf("refused after %v, before queue_timeout", d)
+		}
+		if lim.Waiting() != 0 || be.arrived.Load() != 1 {
+			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.arrived.Load())
+		}
+		be.free(1)
+		checkOK(t, awaitResult(t, held, "held request"), "held request")
+	})
+}
+
+// TestR06ClientLeavesQueue: a client that goes away while queued leaves
+// the line (no leak, nothing reaches the backend), and the place is free
+// for the next one.
+func TestR06ClientLeavesQueue(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := newStallBackend(t)
+		uc := staticUpstream("u", "/", be.srv)
+		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 1, 1, 30*time.Second
+		h := newHarnessOver(t, proto, uc)
+		lim := limiterOf(h.gw, "u")
+		held := h.getAsync("/")
+		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "a request at the backend")
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/", nil)
+			resp, err := h.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			gone <- err
+		}()
+		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 1 }, "a request queued")
+		cancel()
+		if err := <-gone; !errors.Is(err, context.Canceled) {
+			t.Fatalf("canceled request: %v", err)
+		}
+		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 0 }, "the canceled request out of the queue")
+		next := h.getAsync("/")
+		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 1 }, "the next request queued")
+		be.free(2)
+		checkOK(t, awaitResult(t, held, "held request"), "held request")
+		checkOK(t, awaitResult(t, next, "next request"), "next request")
+		if n := be.arrived.Load(); n != 2 {
+			t.Fatalf("backend saw %d requests, want 2 (not the canceled one)", n)
+		}
+		eventually(t, 5*time.Second, func() bool { return lim.InFlight() == 0 }, "nothing in flight")
+	})
+}
