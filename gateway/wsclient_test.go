@@ -221,3 +221,23 @@ func (c *wsClient) send(op ws.OpCode, p []byte) error { return wsutil.WriteClien
 // recv reads the next data message; pings are answered and a close frame
 // is answered and returned as wsutil.ClosedError.
 func (c *wsClient) recv() ([]byte, ws.OpCode, error) { return wsutil.ReadServerData(c.rw) }
+
+// readClose reads frames up to a close frame and returns its code. Not
+// wsutil's reader: it would answer the close, and the gateway may have
+// ended the stream by then (a write error would hide the close).
+func (c *wsClient) readClose() (ws.StatusCode, error) {
+	for {
+		f, err := ws.ReadFrame(c.rw)
+		if err != nil {
+			return 0, err
+		}
+		if f.Header.OpCode != ws.OpClose {
+			continue
+		}
+		if f.Header.Masked {
+			ws.Cipher(f.Payload, f.Header.Mask, 0)
+		}
+		code, _ := ws.ParseCloseFrameData(f.Payload)
+		return code, nil
+	}
+}
