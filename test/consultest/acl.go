@@ -7,7 +7,10 @@ import (
 )
 
 // WithACLs enables ACLs with default deny and mgmt as the initial management
-// token, which the harness's own client then uses.
+// token, which the harness's own client then uses. Blocking health queries
+// use the RPC path, not the streaming backend: a streaming subscription set
+// up with a token can go on answering after the token is deleted (seen for
+// over 20 s under load), and ACL tests revoke tokens.
 func WithACLs(mgmt string) Option {
 	return func(o *options) {
 		o.token = mgmt
@@ -15,7 +18,8 @@ func WithACLs(mgmt string) Option {
   enabled = true
   default_policy = "deny"
   tokens { initial_management = "` + mgmt + `" }
-}`
+}
+use_streaming_backend = false`
 	}
 }
 
