@@ -42,6 +42,13 @@ type protoSet struct{ h1, h2, h3 bool }
 
 func (p protoSet) tcp() bool { return p.h1 || p.h2 }
 
+func (p protoSet) any() bool { return p.h1 || p.h2 || p.h3 }
+
+// has reports whether p holds the protocol named name (ProtocolH1, ...).
+func (p protoSet) has(name string) bool {
+	return name == ProtocolH1 && p.h1 || name == ProtocolH2 && p.h2 || name == ProtocolH3 && p.h3
+}
+
 // parseProtocols turns ListenerConfig.Protocols into a set. Errors: an
 // unknown name.
 func parseProtocols(names []string) (protoSet, error) {
@@ -197,8 +204,21 @@ func (l *listener) reconfigure(ctx context.Context, lc ListenerConfig) error {
 		}
 	}
 	lim := lc.Limits.resolved()
+	old := *l.protos.Load()
 	l.configure(lc, p, port)
 	l.conns.setMax(lim.MaxConnections)
+	if off := (protoSet{h1: old.h1 && !p.h1, h2: old.h2 && !p.h2, h3: old.h3 && !p.h3}); off.any() {
+		// Tunnels over the protocols turned off drain as a shutdown's
+		// do: close frames at the deadline, before the ingress below cuts
+		// its connections (so those wait for inner, a grace later).
+		// (A forced stop cuts them with the rest: they stay in l.tunnels.)
+		inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		context.AfterFunc(ctx, func() {
+			l.tunnels.end(tunnelCloseGrace, func(t *tunnel) bool { return off.has(t.proto) })
+			cancel()
+		})
+		ctx = inner
+	}
 	if udp != nil {
 		if l.quic, err = l.startQUIC(udp, lim); err != nil {
 			udp.Close()

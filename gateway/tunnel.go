@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -107,7 +106,7 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		rec.finish(w, up, b, http.StatusBadGateway, transport.ReasonInvalidResponse)
 		return
 	}
-	t := &tunnel{g: g, ws: ws, backend: backend, body: r.Body}
+	t := &tunnel{g: g, ws: ws, backend: backend, body: r.Body, proto: protocolOf(r)}
 	status, err := t.answer(w, r, resp, tr)
 	if err != nil {
 		backend.Close()
@@ -158,6 +157,7 @@ type tunnel struct {
 	g       *Gateway
 	ws      bool
 	key     tunnelKey
+	proto   string // the client's protocol: h1, h2 or h3
 	backend io.ReadWriteCloser
 	body    io.ReadCloser // the request body: the client's bytes over HTTP/2 and HTTP/3
 	conn    net.Conn      // the hijacked client connection (HTTP/1.1); nil otherwise
@@ -406,9 +406,6 @@ func resetConn(c net.Conn) {
 	_ = c.Close() // the max_connections wrapper's Close gives the slot back
 }
 
-// errTunnelClosed ends writes after the gateway's own close frame.
-var errTunnelClosed = errors.New("gateway: tunnel closed by the gateway")
-
 // tunnelWriter is one direction of a tunnel: writes are serialised with
 // the gateway's own close frame, and (for WebSocket) follow the frame
 // boundaries so that frame goes between two others.
@@ -446,7 +443,9 @@ func (tw *tunnelWriter) write(p []byte) error {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.closed {
-		return errTunnelClosed
+		// After the gateway's close frame nothing more goes this way
+		// (RFC 6455 §5.5.1), but the close handshake goes on: dropped.
+		return nil
 	}
 	n, err := tw.w.Write(p)
 	if tw.frames != nil {

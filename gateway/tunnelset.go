@@ -55,8 +55,28 @@ func (s *tunnelSet) count() int {
 }
 
 // wait returns when no tunnel is open or ctx is done.
-func (s *tunnelSet) wait(ctx context.Context) {
-	for s.count() > 0 {
+func (s *tunnelSet) wait(ctx context.Context) { s.waitFor(ctx, nil) }
+
+// countOf is the number of open tunnels match selects (nil: all).
+func (s *tunnelSet) countOf(match func(*tunnel) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if match == nil {
+		return len(s.open)
+	}
+	n := 0
+	for t := range s.open {
+		if match(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor returns when no tunnel match selects (nil: any) is open, or ctx
+// is done.
+func (s *tunnelSet) waitFor(ctx context.Context, match func(*tunnel) bool) {
+	for s.countOf(match) > 0 {
 		s.mu.Lock()
 		ch := s.changed
 		s.mu.Unlock()
@@ -77,17 +97,21 @@ const tunnelCloseGrace = time.Second
 // close frames (1001, going away) where a frame boundary allows, and waits
 // for them to end, at most tunnelCloseGrace. It reports whether there
 // were any.
-func (s *tunnelSet) closeAll() bool { return s.end(tunnelCloseGrace) }
+func (s *tunnelSet) closeAll() bool { return s.end(tunnelCloseGrace, nil) }
 
 // cutAll ends every open tunnel at once (the forced stop), close frames
 // sent where they can be, without waiting.
-func (s *tunnelSet) cutAll() { s.end(0) }
+func (s *tunnelSet) cutAll() { s.end(0, nil) }
 
-func (s *tunnelSet) end(grace time.Duration) bool {
+// end ends the tunnels match selects (nil: all) as closeAll does, with
+// grace (0: at once, without waiting).
+func (s *tunnelSet) end(grace time.Duration, match func(*tunnel) bool) bool {
 	s.mu.Lock()
 	ts := make([]*tunnel, 0, len(s.open))
 	for t := range s.open {
-		ts = append(ts, t)
+		if match == nil || match(t) {
+			ts = append(ts, t)
+		}
 	}
 	s.mu.Unlock()
 	for _, t := range ts {
@@ -98,6 +122,6 @@ func (s *tunnelSet) end(grace time.Duration) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	s.wait(ctx)
+	s.waitFor(ctx, match)
 	return true
 }

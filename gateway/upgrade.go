@@ -52,7 +52,8 @@ func tunnelOf(r *http.Request) (tunnelRequest, bool) {
 	switch r.ProtoMajor {
 	case 1:
 		up := r.Header["Upgrade"]
-		if len(up) == 0 || !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+		// HTTP/1.0 has no Upgrade: a server ignores it there (RFC 9110 §7.8).
+		if len(up) == 0 || r.ProtoMinor == 0 || !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
 			return tunnelRequest{}, false
 		}
 		token, _, _ := strings.Cut(up[0], ",")

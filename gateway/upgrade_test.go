@@ -14,12 +14,14 @@ func TestTunnelOf(t *testing.T) {
 		want  tunnelRequest
 		isTun bool
 	}{
-		"h1 websocket": {&http.Request{ProtoMajor: 1, Method: "GET", Header: http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"WebSocket"}}},
+		"h1 websocket": {&http.Request{ProtoMajor: 1, ProtoMinor: 1, Method: "GET", Header: http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"WebSocket"}}},
 			tunnelRequest{token: "websocket", upgrade: "WebSocket"}, true},
-		"h1 upgrade list": {&http.Request{ProtoMajor: 1, Method: "GET", Header: http.Header{"Connection": {"upgrade"}, "Upgrade": {"x-test/1, websocket"}}},
+		"h1 upgrade list": {&http.Request{ProtoMajor: 1, ProtoMinor: 1, Method: "GET", Header: http.Header{"Connection": {"upgrade"}, "Upgrade": {"x-test/1, websocket"}}},
 			tunnelRequest{token: "x-test/1", upgrade: "x-test/1, websocket"}, true},
-		"h1 upgrade without connection option": {&http.Request{ProtoMajor: 1, Method: "GET", Header: http.Header{"Upgrade": {"websocket"}}}, tunnelRequest{}, false},
-		"h1 plain":                             {&http.Request{ProtoMajor: 1, Method: "GET", Header: http.Header{}}, tunnelRequest{}, false},
+		"h1 upgrade without connection option": {&http.Request{ProtoMajor: 1, ProtoMinor: 1, Method: "GET", Header: http.Header{"Upgrade": {"websocket"}}}, tunnelRequest{}, false},
+		"h1.0 upgrade": {&http.Request{ProtoMajor: 1, Method: "GET", Header: http.Header{"Connection": {"upgrade"}, "Upgrade": {"websocket"}}},
+			tunnelRequest{}, false}, // RFC 9110 §7.8: ignored
+		"h1 plain": {&http.Request{ProtoMajor: 1, ProtoMinor: 1, Method: "GET", Header: http.Header{}}, tunnelRequest{}, false},
 		"h2 extended connect": {&http.Request{ProtoMajor: 2, Method: "CONNECT", Header: http.Header{":protocol": {"websocket"}}},
 			tunnelRequest{token: "websocket", extended: true}, true},
 		"h2 plain connect": {&http.Request{ProtoMajor: 2, Method: "CONNECT", Header: http.Header{}}, tunnelRequest{}, false},

@@ -238,7 +238,7 @@ func TestI05BackendBreaksMidMessage(t *testing.T) {
 		if err == nil || errors.Is(err, io.EOF) {
 			t.Fatalf("read %d bytes, then %v: want an error", len(got), err)
 		}
-		if len(got) < 10 {
+		if len(got) < 10 && proto != ProtocolH3 { // QUIC's reset may drop what the client had not read yet
 			t.Fatalf("read %d bytes before the error, want the 12 sent", len(got))
 		}
 	})

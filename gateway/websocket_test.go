@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -246,4 +247,45 @@ func tunnelBytes(g *Gateway, up string) (toBackend, toClient uint64) {
 		return true
 	})
 	return
+}
+
+// TestI05ReloadDropsProtocolDrainsTunnels: a reload that turns HTTP/1.1 and
+// HTTP/2 off drains their tunnels as a shutdown does (close 1001 at the
+// reload's drain deadline; an HTTP/1.1 one is hijacked, so net/http would
+// forget it), while the HTTP/3 one stays open.
+func TestI05ReloadDropsProtocolDrainsTunnels(t *testing.T) {
+	e := newWSEcho(t)
+	up := wsUpstream(e, nil)
+	h := newHarnessOver(t, ProtocolH1, up)
+	clients := map[string]*wsClient{}
+	for _, p := range protocols {
+		hp := *h
+		hp.proto = p
+		c, err := dialWS(t, &hp, "/ws", nil)
+		if err != nil {
+			t.Fatal(p, err)
+		}
+		defer c.close()
+		clients[p] = c
+	}
+	eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 3 }, "three tunnels")
+	lc := ListenerConfig{Name: "test", Address: "127.0.0.1:0", Protocols: []string{ProtocolH3}, TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := h.gw.Apply(ctx, Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{ProtocolH1, ProtocolH2} {
+		if code, err := clients[p].readClose(); err != nil || code != ws.StatusGoingAway {
+			t.Fatalf("%s: close %d, %v; want 1001", p, code, err)
+		}
+	}
+	c := clients[ProtocolH3]
+	if err := c.send(ws.OpText, []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, _, err := c.recv(); err != nil || string(msg) != "still here" {
+		t.Fatalf("h3 tunnel after the reload: %q, %v", msg, err)
+	}
+	eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "one tunnel left")
 }
