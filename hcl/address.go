@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // AddressError is returned by ParseBackendAddress for an address that breaks
@@ -230,21 +232,7 @@ func normalizeRouteHost(s string) (string, string) {
 }
 
 // isToken reports whether s is an RFC 9110 token (method and header names).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // checkHashOn validates a consistent_hash key (interface.md): header:NAME,
 // cookie:NAME, query:NAME, path, authority or client_ip. It returns a reason

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/time/rate"
 )
 
@@ -152,21 +153,7 @@ func parseKey(s string) (kind keyKind, header string, err error) {
 }
 
 // isToken reports whether s is an RFC 9110 token (§5.6.2).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
+func isToken(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // Limiter is one rate limit: a bounded table of token buckets by Key. It is
 // safe for concurrent use; Allow on a known key neither allocates nor waits
