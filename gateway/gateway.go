@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
 
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -106,6 +107,13 @@ type UpstreamConfig struct {
 	// for requests routed to this upstream, in bytes; 0 means the
 	// listener's. Apply switches it at once.
 	MaxRequestBodyBytes int64
+	// Retry is the upstream's retry policy (retry.Policy.Validate); the
+	// zero value stands for retry.Default(): one retry of a connect failure
+	// or refused stream. Attempts = 1 turns retries off. Hedge sends copies
+	// of slow safe requests (the zero value: off). Apply switches both at
+	// once; the retry budget's count carries over.
+	Retry retry.Policy
+	Hedge retry.Hedge
 }
 
 // RouteConfig is one route of an upstream (see route.Definition for the
@@ -128,6 +136,7 @@ type table struct {
 	routes     *route.Table[*upstream.Upstream]
 	upstreams  map[string]*upstream.Upstream
 	configs    map[string]UpstreamConfig
+	attempts   map[*upstream.Upstream]*attemptPolicy // attempts.go
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -214,7 +223,8 @@ func (g *Gateway) applyUpstreams(ups []UpstreamConfig) error {
 
 func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	old := g.table.Load()
-	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}}
+	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{},
+		attempts: map[*upstream.Upstream]*attemptPolicy{}}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {
@@ -249,8 +259,13 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 				return fail(err)
 			}
 		}
+		ap, err := newAttemptPolicy(uc, old.attempts[u])
+		if err != nil {
+			return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+		}
 		next.upstreams[uc.Name] = u
 		next.configs[uc.Name] = uc
+		next.attempts[u] = ap
 		for i, rc := range uc.Routes {
 			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
 		}

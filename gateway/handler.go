@@ -9,7 +9,6 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
-	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -26,7 +25,8 @@ import (
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout, and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
-// fails after the response started. gRPC calls (grpc.go) are bounded by
+// fails after the response started; the last three once the retry policy
+// has no try left (attempts.go). gRPC calls (grpc.go) are bounded by
 // their grpc-timeout and end a started response with gRPC trailers, not a
 // reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
@@ -105,79 +105,11 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	}
 	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
 	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
-	b, set := up.Pick(r)
-	if b == nil {
-		reason := transport.ReasonNoBackend
-		if set.Pending {
-			reason = transport.ReasonPending
-		}
-		rec.finish(w, up, nil, http.StatusServiceUnavailable, reason)
-		return
+	ap := tbl.attempts[up]
+	if ap == nil {
+		ap = defaultAttempts
 	}
-
-	b.Acquire()
-	outcome, failReason := health.Neutral, ""
-	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	traced, iw := withInterim(w, r)
-	traced = g.withClientCert(traced, listener, r)
-	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
-	defer stopDeadline()
-	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
-	iw.finish() // no 1xx after this: w is the handler's again
-	defer cancel(nil)
-	if err == nil && resp.StatusCode < 200 {
-		// Only a 101 arrives as a final response (net/http), and the
-		// gateway never forwards Upgrade.
-		resp.Body.Close()
-		resp, err = nil, errSwitchingProtocols
-	}
-	if err != nil {
-		if f := body.failed(); f != bodyOK {
-			rec.clientBodyFailed(w, up, b, f, false)
-			return
-		}
-		status, reason := transport.Classify(ctx, err)
-		if iw.invalidResponse(err) {
-			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
-		}
-		if rec.grpc.expired() { // the client's deadline, not the backend's failure
-			status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
-		}
-		// A stream the backend left unprocessed (graceful GOAWAY; a body too
-		// long to send again) is not its failure.
-		if status != transport.StatusClientClosed && reason != reasonGRPCTimeout && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) {
-			outcome, failReason = health.Failure, reason
-		}
-		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
-		rec.finish(w, up, b, status, reason)
-		return
-	}
-	defer resp.Body.Close()
-	rec.grpc.watch(resp)
-	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
-	switch {
-	case backendErr != nil && body.failed() != bodyOK:
-		// The backend answered early, then the connection broke on the
-		// client's bad body: not the backend's failure.
-		rec.clientBodyFailed(w, up, b, body.failed(), true)
-	case backendErr != nil && rec.grpc.expired():
-		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
-		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
-	case backendErr != nil && r.Context().Err() == nil:
-		outcome, failReason = health.Failure, transport.ReasonBodyFailed
-		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
-		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
-		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
-		panic(http.ErrAbortHandler)
-	case clientErr != nil || backendErr != nil:
-		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
-	default:
-		outcome = health.Success
-		if resp.StatusCode >= 500 {
-			outcome, failReason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
-		}
-		rec.record(up, b, resp.StatusCode, "")
-	}
+	g.proxy(rec, w, r, up, ap) // attempts.go: pick, round trip, retry or hedge, copy back
 }
 
 // recorder carries what every outcome of one request is recorded with.
@@ -187,6 +119,9 @@ type recorder struct {
 	r        *http.Request
 	start    time.Time
 	grpc     *grpcCall // nil unless a gRPC request
+	// attempts is how many tries the request made (retries and hedges
+	// included; 0: none, answered before a backend was picked).
+	attempts int
 }
 
 // clientBodyFailed ends a request whose body the client did not deliver,
@@ -279,6 +214,9 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 			"duration_ms", float64(elapsed.Microseconds()) / 1000, "remote", r.RemoteAddr}
 		if grpcStatus != "" {
 			args = append(args, "grpc_status", grpcStatus)
+		}
+		if rec.attempts > 1 {
+			args = append(args, "attempts", rec.attempts)
 		}
 		g.log.Debug("request", args...)
 	}

@@ -34,6 +34,10 @@ var (
 		{Name: metricTunnelBytes, Help: "Bytes relayed through tunnels (WebSocket and other upgrades), by listener, upstream and direction (to_backend, to_client)."},
 		{Name: metricGRPCRequests, Help: "gRPC calls handled, by listener, protocol, upstream, HTTP status class (code) and gRPC status (grpc_status, e.g. OK, UNAVAILABLE)."},
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
+		{Name: metricRetries, Help: "Requests sent again to another backend, by upstream and reason (the retry condition: connect-failure, refused-stream, reset, 502, 503, 504)."},
+		{Name: metricBudgetExhausted, Help: "Retries and hedges not sent because the upstream's retry budget was spent, by upstream."},
+		{Name: metricHedges, Help: "Hedged copies of slow requests sent, by upstream."},
+		{Name: metricHedgesWon, Help: "Hedged copies whose answer was relayed (the first answer), by upstream."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
 	// has no definition: go-metrics would add an unlabelled zero series, a
@@ -57,6 +61,8 @@ type gatewayMetrics struct {
 	// go-metrics (every second and before every scrape).
 	requests  sync.Map // requestKey → *requestCount
 	grpcCalls sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
+	// attemptCounts: attemptKey → *attemptCount (retrymetrics.go)
+	attemptCounts sync.Map
 	flushMu   sync.Mutex
 	tunnels   tunnelCounts // tunnelmetrics.go
 	tunnelMu  sync.Mutex   // one byte flush at a time
@@ -209,6 +215,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 		gm.m.IncrCounterWithLabels(metricDurationCount, float32(cum), labels)
 	}
 	gm.flushGRPC(now, live)
+	gm.flushAttempts(now, live)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when

@@ -123,17 +123,11 @@ type watchedBody struct {
 	// reset, with an error of no exported type: a failure then is the
 	// client going away, not a malformed body.
 	client context.Context
-	// onEOF, when set, is called (from the transport's goroutine) when the
-	// body has been read to its end.
-	onEOF func()
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.ReadCloser.Read(p)
-	switch {
-	case err == io.EOF && w.onEOF != nil:
-		w.onEOF()
-	case err != nil && err != io.EOF && !w.closed.Load():
+	if err != nil && err != io.EOF && !w.closed.Load() {
 		kind := bodyErrorKind(err)
 		if kind == bodyMalformed && w.client != nil && w.client.Err() != nil {
 			kind = bodyCanceled
