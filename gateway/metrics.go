@@ -63,9 +63,9 @@ type gatewayMetrics struct {
 	grpcCalls sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
 	// attemptCounts: attemptKey → *attemptCount (retrymetrics.go)
 	attemptCounts sync.Map
-	flushMu   sync.Mutex
-	tunnels   tunnelCounts // tunnelmetrics.go
-	tunnelMu  sync.Mutex   // one byte flush at a time
+	flushMu       sync.Mutex
+	tunnels       tunnelCounts // tunnelmetrics.go
+	tunnelMu      sync.Mutex   // one byte flush at a time
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
