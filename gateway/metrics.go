@@ -61,11 +61,11 @@ type gatewayMetrics struct {
 	// go-metrics (every second and before every scrape).
 	requests  sync.Map // requestKey → *requestCount
 	grpcCalls sync.Map // grpcKey → *grpcCount (grpcmetrics.go)
-	// attemptCounts: attemptKey → *attemptCount (retrymetrics.go)
-	attemptCounts sync.Map
-	flushMu       sync.Mutex
-	tunnels       tunnelCounts // tunnelmetrics.go
-	tunnelMu      sync.Mutex   // one byte flush at a time
+	flushMu   sync.Mutex
+	tunnels   tunnelCounts // tunnelmetrics.go
+	tunnelMu  sync.Mutex   // one byte flush at a time
+
+	attemptCounts sync.Map // attemptKey → *attemptCount (retrymetrics.go)
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
