@@ -146,13 +146,13 @@ func (g *Gateway) hedged(rec recorder, w http.ResponseWriter, r *http.Request, u
 			if !hp.Next(hedges) || next == nil || slices.Contains(h.tried, next) {
 				break // no other backend to send a copy to
 			}
-			if ap.takeRetry(up) {
-				hedges++
-				g.metrics.hedge(up.Name(), false)
-				h.launch(next, true, true)
-			} else {
+			if !ap.takeRetry(up) {
 				g.metrics.retryBudgetExhausted(up.Name())
+				break // spent: no more copies of this request
 			}
+			hedges++
+			g.metrics.hedge(up.Name(), false)
+			h.launch(next, true, true)
 			if hp.Next(hedges) {
 				hedgeTimer.Reset(hp.Delay)
 			}

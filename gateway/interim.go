@@ -53,8 +53,8 @@ type interim struct {
 	invalid  bool          // got1xx failed the round trip (a 101, too many 1xx)
 	sent100  bool          // a 100 (Continue) went to the client
 	sentReq  bool          // the request headers went to the backend
-	n        int           // 1xx responses relayed
 	other    bool          // a 1xx other than 100 (Continue) was relayed
+	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
 	trace    httptrace.ClientTrace
