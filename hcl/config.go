@@ -330,6 +330,10 @@ type Upstream struct {
 	Range hcl2.Range
 	// Limits is the limits block (zero when absent).
 	Limits UpstreamLimits
+	// Retry is the retry block, defaulted (DefaultRetry) when absent.
+	Retry Retry
+	// Hedge is the hedge block; nil when absent (no hedging).
+	Hedge *Hedge
 }
 
 // DefaultUpgrades is route.upgrades when absent: WebSocket.

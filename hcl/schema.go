@@ -171,6 +171,8 @@ type rawUpstream struct {
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
 	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"` // limits.go
+	Retrys            []*rawRetry            `hcl:"retry,block"`  // retry.go
+	Hedges            []*rawHedge            `hcl:"hedge,block"`  // retry.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -179,6 +181,8 @@ type rawUpstream struct {
 	TLS              *rawTLS
 	Timeouts         *rawTimeouts
 	Limits           *rawUpstreamLimits
+	Retry            *rawRetry
+	Hedge            *rawHedge
 }
 
 // rawRoute is upstream.route.
@@ -280,6 +284,8 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		u.TLS = one(u.TLSs, path, "tls", diags)
 		u.Timeouts = one(u.Timeoutss, path, "timeouts", diags)
 		u.Limits = one(u.Limitss, path, "limits", diags)
+		u.Retry = one(u.Retrys, path, "retry", diags)
+		u.Hedge = one(u.Hedges, path, "hedge", diags)
 	}
 }
 

@@ -138,6 +138,8 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		u.Timeouts.Idle = tb.duration(t.Idle, DefaultIdleTimeout, positive, 0)
 	}
 	u.Limits = buildUpstreamLimits(b, r.Limits)
+	u.Retry = buildRetry(b, r.Retry) // retry.go
+	u.Hedge = buildHedge(b, r.Hedge)
 	return u
 }
 
