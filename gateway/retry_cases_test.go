@@ -458,3 +458,31 @@ func TestPerTryTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestRetriedTryStillCountsAgainstItsBackend: every try reports its own
+// outcome to passive health, once: a GET that failed on a closed port and
+// succeeded on its retry ejects the closed backend (consecutive_failures =
+// 1) and counts a success for the other.
+func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
+	good := newHits()
+	uc := staticUpstream("u", "/", newH1Backend(t, okBackend(good)))
+	uc.Static = append(uc.Static, closedPort(t, "closed", "http"))
+	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+	h := newHarness(t, uc)
+	for i := 0; counted(h.gw, countRetry, "u", "connect-failure") == 0; i++ {
+		if i == 20 {
+			t.Fatal("no request went to the closed backend first")
+		}
+		if code, _ := send(t, h, "GET", "/", strconv.Itoa(i), 0); code != 200 {
+			t.Fatalf("GET: %d", code)
+		}
+	}
+	for _, bi := range h.gw.Backends() {
+		switch {
+		case bi.ID == "closed" && (!bi.Ejected || bi.Requests != 1):
+			t.Errorf("the closed backend after its failed try: %+v, want ejected after 1 request", bi)
+		case bi.ID != "closed" && (bi.Ejected || bi.Requests != uint64(good.total.Load())):
+			t.Errorf("the good backend: %+v, want %d requests, not ejected", bi, good.total.Load())
+		}
+	}
+}

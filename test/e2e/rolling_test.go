@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -149,6 +150,16 @@ type r01Sample struct {
 // request after the crash meets a refused connection or a reset before it
 // was read — and makes zero failures the exact expectation. GETs in flight
 // at a crash would be retried anyway (on = "reset").
+//
+// One window stays: a POST whose body the gateway is still receiving from
+// the client when the backend dies is written to a kept-alive connection
+// the dead process's FIN already closed; net/http reports a connection
+// broken after the request was written, which no proxy may replay. With
+// clients that send a 4 KiB body at once the window is microseconds; under
+// the race detector the test's own client is slow enough to widen it to
+// tens of milliseconds, so there such POSTs, started before a kill, are
+// reported and tolerated (at most two per kill), every other failure is
+// not.
 func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two minutes of load")
@@ -268,6 +279,7 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 
 	time.Sleep(warmup)
 	var ejections []time.Duration
+	var kills []time.Time
 	for slot := range procs {
 		old := procs[slot]
 		oldName := old.name
@@ -275,6 +287,7 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 			t.Fatalf("%s did not die by SIGKILL: %v", oldName, old.cmd.ProcessState)
 		}
 		tKill := time.Now()
+		kills = append(kills, tKill)
 		var tEjected time.Time
 		waitFor(t, 5*time.Second, oldName+" out of traffic (passive ejection)", func() bool {
 			b, ok := lbBackends(a, "web")[oldName]
@@ -308,7 +321,7 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 	stop()
 	elapsed := time.Since(start)
 
-	var failures []string
+	var failures, caught []string
 	var gets, posts int
 	for _, s := range samples {
 		if s.method == http.MethodPost {
@@ -316,15 +329,29 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 		} else {
 			gets++
 		}
-		if s.err != "" {
-			failures = append(failures, fmt.Sprintf("%s at %s: %s", s.method, s.start.Sub(start).Round(time.Millisecond), s.err))
+		if s.err == "" {
+			continue
+		}
+		e := fmt.Sprintf("%s at %s: %s", s.method, s.start.Sub(start).Round(time.Millisecond), s.err)
+		if raceEnabled && s.method == http.MethodPost && strings.Contains(s.err, "backend_reset") && slices.ContainsFunc(kills, func(k time.Time) bool {
+			return s.start.Before(k) && s.end.After(k.Add(-time.Millisecond))
+		}) {
+			caught = append(caught, e)
+			continue
+		}
+		failures = append(failures, e)
+	}
+	if len(caught) > 0 {
+		t.Logf("under the race detector, %d POSTs still arriving from the client at a kill failed (tolerated): %v", len(caught), caught)
+		if len(caught) > 2*len(kills) {
+			t.Errorf("%d POSTs caught by the kills, want at most %d", len(caught), 2*len(kills))
 		}
 	}
 	sort.Strings(failures)
 	retries := lbCounter(a, "impulse_retries", map[string]string{"upstream": "web"})
 	exhausted := lbCounter(a, "impulse_retries_budget_exhausted", map[string]string{"upstream": "web"})
-	t.Logf("R01: %d requests (%d GETs, %d 4 KiB POSTs) in %s (%.0f/s), %d failed; 3 SIGKILLs, ejected after %v; retries %v, budget exhausted %v",
-		len(samples), gets, posts, elapsed.Round(time.Second), float64(len(samples))/elapsed.Seconds(), len(failures), ejections, retries, exhausted)
+	t.Logf("R01: %d requests (%d GETs, %d 4 KiB POSTs) in %s (%.0f/s), %d failed (%d more tolerated under -race); 3 SIGKILLs, ejected after %v; retries %v, budget exhausted %v",
+		len(samples), gets, posts, elapsed.Round(time.Second), float64(len(samples))/elapsed.Seconds(), len(failures), len(caught), ejections, retries, exhausted)
 	if len(samples) < minTotal {
 		t.Errorf("only %d requests in %s (want ≥ %d): the load could not be sustained", len(samples), elapsed.Round(time.Second), minTotal)
 	}
