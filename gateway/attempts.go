@@ -30,8 +30,9 @@ import (
 // last-stream-id and REFUSED_STREAMs (it does so for every request without
 // a body, with no way to turn it off, and for those with one when it can
 // get the body again: the replayBody below, bounded by max_body_bytes),
-// and net/http a request on a kept-alive connection the backend had closed
-// before reading it. What they cannot resend reaches the attempt loop,
+// and net/http a request it could not write at all (a kept-alive
+// connection the backend had closed), or an idempotent one on such a
+// connection that failed before any response byte. What they cannot resend reaches the attempt loop,
 // which tries another backend: connect failures (refused, timed out, TLS),
 // refused streams the transport gave up on, and the opt-in conditions (a
 // reset or a try's timeout before the response, a 502, 503 or 504) for
@@ -152,22 +153,14 @@ func newClientBody(r *http.Request, keep int64) clientBody {
 }
 
 // bodyKeep is the replay budget of r's body when its first try goes to b:
-// max_body_bytes when the body may have to be sent again after bytes of it
-// went out (an HTTP/2 backend's transport-level resend; an idempotent
-// request retried on a reset or a 5xx), 0 when only a try that read none of
-// it can be followed by another (a connect failure), -1 when no try can
-// follow.
-func bodyKeep(p *retry.Policy, method string, b *upstream.Backend) int64 {
-	retries := p.Attempts > 1 && p.On != 0
-	switch {
-	case transport.IsHTTP2(b.Scheme):
-		return p.MaxBodyBytes
-	case !retries:
-		return -1
-	case retry.Idempotent(method) && p.On&^retry.ConnectFailure != 0:
+// max_body_bytes when another try may have to send it again (a retry, or
+// a transport-level resend: x/net/http2 after REFUSED_STREAM or GOAWAY,
+// net/http for a request it could not write at all), -1 when none can.
+func bodyKeep(p *retry.Policy, b *upstream.Backend) int64 {
+	if transport.IsHTTP2(b.Scheme) || p.Attempts > 1 && p.On != 0 {
 		return p.MaxBodyBytes
 	}
-	return 0
+	return -1
 }
 
 // take hands the next try its reader.
@@ -301,7 +294,7 @@ func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up
 	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
 	defer stopDeadline()
 	p := &ap.retry
-	cb := newClientBody(r, bodyKeep(p, r.Method, b))
+	cb := newClientBody(r, bodyKeep(p, b))
 	var tried [retry.MaxAttempts]*upstream.Backend
 	t := try{b: b, start: rec.start}
 	holding := false // t is a retry, counted in the budget

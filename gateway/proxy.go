@@ -98,11 +98,12 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cli
 		}
 		out.Body = tb
 	}
-	if out.Body != nil && cb.replay != nil && transport.IsHTTP2(b.Scheme) {
-		// x/net/http2 sends again, on a new connection, the streams a
-		// graceful GOAWAY or REFUSED_STREAM left unprocessed, when it can
-		// get the body again (the transport-level part of the retry
-		// policy: attempts.go).
+	if out.Body != nil && cb.replay != nil {
+		// The transports send again, on a new connection, what the backend
+		// never processed, when they can get the body again: x/net/http2
+		// the streams a graceful GOAWAY or REFUSED_STREAM left, net/http a
+		// request it could not write at all (the transport-level part of
+		// the retry policy: attempts.go).
 		out.GetBody = tb.again(cb.replay)
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -158,8 +159,11 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 }
 
 // again is the GetBody of a try whose transport may send it again: a new
-// reader of rb from the first byte, wrapped as t is.
+// reader of rb from the first byte, wrapped as t is (t nil: not wrapped).
 func (t *trailerBody) again(rb *replayBody) func() (io.ReadCloser, error) {
+	if t == nil {
+		return rb.next
+	}
 	return func() (io.ReadCloser, error) {
 		rc, err := rb.next()
 		if err != nil {
