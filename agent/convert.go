@@ -11,6 +11,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
@@ -82,6 +83,14 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,
 			BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
 	}
+	rp, err := retryPolicy(u.Retry)
+	if err != nil {
+		return uc, fmt.Errorf("upstream %q retry: %w", u.Name, err)
+	}
+	uc.Retry = rp
+	if h := u.Hedge; h != nil {
+		uc.Hedge = retry.Hedge{Delay: h.Delay, Max: h.Max}
+	}
 	if u.TLS != nil {
 		tc, err := clientTLS(u.TLS, fmt.Sprintf("upstream %q tls", u.Name))
 		if err != nil {
@@ -96,6 +105,30 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
 	}
 	return uc, nil
+}
+
+// retryPolicy converts upstream.retry: the back-off is capped at 10 × its
+// base, as Envoy's (25 ms → 250 ms by default). Errors: an `on` value the
+// gateway does not know (hcl validates them; a mismatch is a bug).
+func retryPolicy(r hcl.Retry) (retry.Policy, error) {
+	if r.Attempts == 0 {
+		// Not from a retry block (catalog upstreams, hand-built configs):
+		// the zero policy, which the gateway takes as retry.Default().
+		return retry.Policy{}, nil
+	}
+	p := retry.Policy{
+		Attempts: r.Attempts, PerTryTimeout: r.PerTryTimeout,
+		Backoff: r.Backoff, MaxBackoff: 10 * r.Backoff, MaxBodyBytes: r.MaxBodyBytes,
+		Budget: retry.Budget{Percent: r.BudgetPercent, MinConcurrency: r.MinRetryConcurrency},
+	}
+	for _, name := range r.On {
+		c, ok := retry.ParseCondition(name)
+		if !ok {
+			return p, fmt.Errorf("unknown condition %q", name)
+		}
+		p.On |= c
+	}
+	return p, p.Validate()
 }
 
 // listenerLimits converts listener.limits.

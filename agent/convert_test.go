@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -126,5 +128,58 @@ upstream "web" {
 	}
 	if web.BodyIdleTimeout != 60*time.Second || web.RequestTimeout != 0 {
 		t.Errorf("web timeouts: body_idle %v, request %v; want 60s, 0", web.BodyIdleTimeout, web.RequestTimeout)
+	}
+}
+
+// TestRetryConverted: upstream.retry and upstream.hedge reach the
+// gateway's policy; the defaults are retry.Default(); hcl accepts exactly
+// the gateway's conditions.
+func TestRetryConverted(t *testing.T) {
+	if !slices.Equal(hcl.RetryConditions(), retry.ConditionNames()) {
+		t.Fatalf("hcl accepts %v, the gateway knows %v", hcl.RetryConditions(), retry.ConditionNames())
+	}
+	def, err := retryPolicy(hcl.DefaultRetry())
+	if err != nil || def != retry.Default() {
+		t.Fatalf("defaults: %+v, %v; want %+v", def, err, retry.Default())
+	}
+	cfgFile, _, _ := writeConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+upstream "api" {
+  route {}
+  backend "a" { address = "http://127.0.0.1:9000" }
+  retry {
+    attempts              = 4
+    on                    = ["reset", "503"]
+    per_try_timeout       = "300ms"
+    backoff               = "10ms"
+    max_body_bytes        = 1024
+    budget_percent        = 30
+    min_retry_concurrency = 1
+  }
+  hedge { delay = "40ms" }
+}
+`)
+	cfg, diags := hcl.Load([]string{cfgFile})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := retry.Policy{Attempts: 4, On: retry.Reset | retry.Status503, PerTryTimeout: 300 * time.Millisecond,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxBodyBytes: 1024,
+		Budget: retry.Budget{Percent: 30, MinConcurrency: 1}}
+	if got := gc.Upstreams[0].Retry; got != want {
+		t.Errorf("retry %+v, want %+v", got, want)
+	}
+	if got := gc.Upstreams[0].Hedge; got != (retry.Hedge{Delay: 40 * time.Millisecond, Max: 1}) {
+		t.Errorf("hedge %+v", got)
 	}
 }

@@ -13,30 +13,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
-// TestB23UnsafeRequestsAreNotReplayed: the gateway never retries; a POST
-// whose backend resets after reading the body is a 502 and no other backend
-// sees it.
+// TestB23UnsafeRequestsAreNotReplayed: a POST whose backend resets after
+// reading the body is a 502 and no other backend sees it, with the default
+// retry policy and with every opt-in condition on; a GET that fails the
+// same way is retried on the other backend only when `on` has "reset".
 func TestB23UnsafeRequestsAreNotReplayed(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		var hits atomic.Int64
-		reset := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			hits.Add(1)
-			io.Copy(io.Discard, r.Body)
-			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-				c.Close()
-			}
-		})
-		h := newHarnessOver(t, ingress, staticUpstream("u", "/", newH1Backend(t, reset), newH1Backend(t, reset)))
-		resp, err := h.client.Post(h.base+"/orders", "text/plain", strings.NewReader("order"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 502 || hits.Load() != 1 {
-			t.Fatalf("status %d after %d backend attempts; want 502 after exactly 1", resp.StatusCode, hits.Load())
+		for _, tc := range []struct {
+			name   string
+			policy retry.Policy
+			method string
+			want   int
+			tries  int64
+		}{
+			{"POST, default policy", retry.Policy{}, "POST", 502, 1},
+			{"POST, every condition", retryOn(2, retry.ConnectFailure, retry.RefusedStream, retry.Reset, retry.Status502, retry.Status503, retry.Status504), "POST", 502, 1},
+			{"PATCH, every condition", retryOn(2, retry.Reset, retry.Status502), "PATCH", 502, 1},
+			{"GET, default policy", retry.Policy{}, "GET", 502, 1},
+			{"GET, on reset", retryOn(2, retry.Reset), "GET", 502, 2},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var hits atomic.Int64
+				reset := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					hits.Add(1)
+					io.Copy(io.Discard, r.Body)
+					if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+						c.Close()
+					}
+				})
+				uc := staticUpstream("u", "/", newH1Backend(t, reset), newH1Backend(t, reset))
+				uc.Retry = tc.policy
+				h := newHarnessOver(t, ingress, uc)
+				req, _ := http.NewRequest(tc.method, h.base+"/orders", strings.NewReader("order"))
+				resp, err := h.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.want || hits.Load() != tc.tries {
+					t.Fatalf("status %d after %d backend attempts; want %d after exactly %d", resp.StatusCode, hits.Load(), tc.want, tc.tries)
+				}
+			})
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -153,6 +154,13 @@ type UpstreamConfig struct {
 	// no_healthy_backend. A rebuilt upstream (changed transport settings)
 	// counts its new backends from 0 while the old ones drain.
 	MaxRequestsPerBackend int
+	// Retry is the upstream's retry policy (retry.Policy.Validate); the
+	// zero value stands for retry.Default(): one retry of a connect failure
+	// or refused stream. Attempts = 1 turns retries off. Hedge sends copies
+	// of slow safe requests (the zero value: off). Apply switches both at
+	// once; the retry budget's count carries over.
+	Retry retry.Policy
+	Hedge retry.Hedge
 }
 
 // concurrencyLimits is the upstream queue and cap of uc.
@@ -184,6 +192,7 @@ type table struct {
 	// limiters count every upstream's requests in flight against its
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
+	attempts   map[*upstream.Upstream]*attemptPolicy // attempts.go
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -279,7 +288,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return err
 	}
 	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates,
-		limiters: map[string]*concurrency.Limiter{}}
+		limiters: map[string]*concurrency.Limiter{}, attempts: map[*upstream.Upstream]*attemptPolicy{}}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {
@@ -314,8 +323,13 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 				return fail(err)
 			}
 		}
+		ap, err := newAttemptPolicy(uc, old.attempts[u])
+		if err != nil {
+			return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+		}
 		next.upstreams[uc.Name] = u
 		next.configs[uc.Name] = uc
+		next.attempts[u] = ap
 		for i, rc := range uc.Routes {
 			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
 		}

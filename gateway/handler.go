@@ -9,7 +9,6 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
-	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -29,7 +28,8 @@ import (
 // a response or an invalid 1xx use (a 101, too many 1xx: interim.go), 504
 // response-header timeout or request timeout (timeouts.go), and a stream reset
 // (http.ErrAbortHandler → H3_INTERNAL_ERROR, RFC 9114 §8.1) when the backend
-// fails after the response started (body_idle, request timeout: timeouts.go). gRPC calls (grpc.go) are bounded by
+// fails after the response started (body_idle, request timeout: timeouts.go); the last three once the retry
+// policy has no try left (attempts.go). gRPC calls (grpc.go) are bounded by
 // their grpc-timeout and end a started response with gRPC trailers, not a
 // reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
@@ -116,95 +116,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	defer held.release() // once the response is done
-	b := g.pick(rec, w, r, up)
+	b := g.pick(rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return
 	}
-	outcome, failReason := health.Neutral, ""
-	defer func() { b.Done(outcome, failReason, time.Since(start)) }()
-	traced, iw := withInterim(w, r)
-	traced = g.withClientCert(traced, listener, r)
-	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
-	defer stopDeadline()
-	uc := tbl.configs[up.Name()]
-	// The request timeout is set once for the whole exchange (timeouts.go):
-	// every attempt and the copy of the response body share it.
-	traced, stopRequest := requestDeadline(traced, uc.RequestTimeout)
-	defer stopRequest()
-	resp, ctx, cancel, body, err := roundTrip(traced, r, b, up.Config().ResponseHeaderTimeout)
-	iw.finish() // no 1xx after this: w is the handler's again
-	defer cancel(nil)
-	if err == nil && resp.StatusCode < 200 {
-		// Only a 101 arrives as a final response (net/http), and the
-		// gateway never forwards Upgrade.
-		resp.Body.Close()
-		resp, err = nil, errSwitchingProtocols
+	ap := tbl.attempts[up]
+	if ap == nil {
+		ap = defaultAttempts
 	}
-	if err != nil {
-		if f := body.failed(); f != bodyOK {
-			rec.clientBodyFailed(w, up, b, f, false)
-			return
-		}
-		status, reason := transport.Classify(ctx, err)
-		if iw.invalidResponse(err) {
-			status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
-		}
-		if requestTimedOut(ctx) && r.Context().Err() == nil {
-			status, reason = http.StatusGatewayTimeout, reasonRequestTimeout
-		}
-		if rec.grpc.expired() { // the client's deadline, not the backend's failure
-			status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
-		}
-		// A stream the backend left unprocessed (graceful GOAWAY; a body too
-		// long to send again) is not its failure, nor is a request timeout
-		// that passed while the client was still sending its body.
-		if status != transport.StatusClientClosed && reason != reasonGRPCTimeout && !transport.IsGracefulGoAway(err) && !errors.Is(err, errNotReplayable) &&
-			(reason != reasonRequestTimeout || body.sentWhole()) {
-			outcome, failReason = health.Failure, reason
-		}
-		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "error", err)
-		rec.finish(w, up, b, status, reason)
-		return
-	}
-	defer resp.Body.Close()
-	idle := watchBodyIdle(resp, uc.bodyIdleTimeout()) // timeouts.go
-	defer idle.release(resp)
-	rec.grpc.watch(resp)
-	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
-	switch {
-	case backendErr != nil && body.failed() != bodyOK:
-		// The backend answered early, then the connection broke on the
-		// client's bad body: not the backend's failure.
-		rec.clientBodyFailed(w, up, b, body.failed(), true)
-	case backendErr != nil && rec.grpc.expired():
-		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
-		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
-	case backendErr != nil && idle.timedOut():
-		// The backend went silent mid-body: its failure, and the truncated
-		// body must not end cleanly.
-		outcome, failReason = health.Failure, reasonBodyIdleTimeout
-		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
-		rec.record(up, b, resp.StatusCode, reasonBodyIdleTimeout)
-		panic(http.ErrAbortHandler)
-	case backendErr != nil && requestTimedOut(ctx) && r.Context().Err() == nil:
-		// The exchange's budget is spent, not the backend's health: a
-		// reset (gRPC: DEADLINE_EXCEEDED trailers where it can).
-		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonRequestTimeout)
-	case backendErr != nil && r.Context().Err() == nil:
-		outcome, failReason = health.Failure, transport.ReasonBodyFailed
-		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
-		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
-		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
-		panic(http.ErrAbortHandler)
-	case clientErr != nil || backendErr != nil:
-		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
-	default:
-		outcome = health.Success
-		if resp.StatusCode >= 500 {
-			outcome, failReason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
-		}
-		rec.record(up, b, resp.StatusCode, "")
-	}
+	g.proxy(rec, w, r, up, ap, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // recorder carries what every outcome of one request is recorded with.
@@ -214,6 +134,9 @@ type recorder struct {
 	r        *http.Request
 	start    time.Time
 	grpc     *grpcCall // nil unless a gRPC request
+	// attempts is how many tries the request made (retries and hedges
+	// included; 0: none, answered before a backend was picked).
+	attempts int
 }
 
 // clientBodyFailed ends a request whose body the client did not deliver,
@@ -306,6 +229,9 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 			"duration_ms", float64(elapsed.Microseconds()) / 1000, "remote", r.RemoteAddr}
 		if grpcStatus != "" {
 			args = append(args, "grpc_status", grpcStatus)
+		}
+		if rec.attempts > 1 {
+			args = append(args, "attempts", rec.attempts)
 		}
 		g.log.Debug("request", args...)
 	}

@@ -170,6 +170,6 @@ func BenchmarkOutgoing(b *testing.B) {
 		RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}).WithContext(b.Context())
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = outgoing(r.Context(), r, be)
+		_, _ = outgoing(r.Context(), r, be, nil, false)
 	}
 }

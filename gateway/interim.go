@@ -53,6 +53,7 @@ type interim struct {
 	invalid  bool          // got1xx failed the round trip (a 101, too many 1xx)
 	sent100  bool          // a 100 (Continue) went to the client
 	sentReq  bool          // the request headers went to the backend
+	other    bool          // a 1xx other than 100 (Continue) was relayed
 	n        int           // 1xx responses relayed
 	answered chan struct{} // closed on the backend's first 1xx or on finish; nil without Expect
 	once     sync.Once
@@ -109,6 +110,8 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 			return nil // the gateway's own 100 went first; one is enough
 		}
 		iw.sent100 = true
+	} else {
+		iw.other = true
 	}
 	dst := iw.w.Header()
 	// The TCP ingress's own fields, for the final response: Alt-Svc, and
@@ -170,11 +173,35 @@ func (iw *interim) signal() {
 	}
 }
 
-// finish marks the start of the final response: no 1xx is written after it.
+// finish marks the start of the final response: no 1xx is written after
+// it. A nil iw (a hedged request: no 1xx relayed) has nothing to finish.
 func (iw *interim) finish() {
+	if iw == nil {
+		return
+	}
 	iw.mu.Lock()
 	iw.final = true
 	iw.signal()
+	iw.mu.Unlock()
+}
+
+// relayed reports whether a 1xx other than 100 (Continue) reached the
+// client: the response has started, so the request is not retried. A
+// 100 only tells the client to send its body, which a retry replays.
+func (iw *interim) relayed() bool {
+	if iw == nil {
+		return false
+	}
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	return iw.other
+}
+
+// reopen lets the next try of the exchange relay 1xx responses again,
+// after finish; the previous try's round trip has returned.
+func (iw *interim) reopen() {
+	iw.mu.Lock()
+	iw.final = false
 	iw.mu.Unlock()
 }
 
@@ -239,7 +266,7 @@ func (b *continueBody) Close() error {
 // x/net/http2 does not wrap the error it got from the trace, so got1xx
 // records it. Call it after finish.
 func (iw *interim) invalidResponse(err error) bool {
-	return iw.invalid || errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim) || interimEndedStream(err)
+	return iw != nil && iw.invalid || errors.Is(err, errSwitchingProtocols) || errors.Is(err, errTooManyInterim) || interimEndedStream(err)
 }
 
 // interimEndedStream: x/net/http2 refused a 1xx HEADERS frame that ended

@@ -36,6 +36,10 @@ var (
 		{Name: metricHealthTransitions, Help: "Backend health transitions, by upstream, kind (health, ejected, returned) and resulting active status."},
 		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener or upstream: whose rate_limit refused)."},
 		{Name: metricLimitOverloaded, Help: "Requests answered 503 overloaded, by the scope of the concurrency limit they met (global, upstream, backend) and the upstream they were routed to."},
+		{Name: metricRetries, Help: "Requests sent again to another backend, by upstream and reason (the retry condition: connect-failure, refused-stream, reset, 502, 503, 504)."},
+		{Name: metricBudgetExhausted, Help: "Retries and hedges not sent because the upstream's retry budget was spent, by upstream."},
+		{Name: metricHedges, Help: "Hedged copies of slow requests sent, by upstream."},
+		{Name: metricHedgesWon, Help: "Hedged copies whose answer was relayed (the first answer), by upstream."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
 	// has no definition: go-metrics would add an unlabelled zero series, a
@@ -67,6 +71,7 @@ type gatewayMetrics struct {
 	tunnels        tunnelCounts // tunnelmetrics.go
 	tunnelMu       sync.Mutex   // one byte flush at a time
 	overloadCounts              // limitmetrics.go
+	attemptCounts  sync.Map     // attemptKey → *attemptCount (retrymetrics.go)
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -218,6 +223,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 	gm.flushGRPC(now, live)
 	gm.flushRateLimited(now, live)
 	gm.flushOverloads(now, live)
+	gm.flushAttempts(now, live)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when

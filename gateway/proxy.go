@@ -39,12 +39,14 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
-// outgoing builds the backend request: same method, path, query and
-// authority; hop-by-hop fields removed; X-Forwarded-* set; body streamed
-// through the returned watchedBody (nil when there is no body). Header
-// values are shared with r, not copied (neither side modifies them): this
-// is the hot path.
-func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.Request, *watchedBody) {
+// outgoing builds the backend request of one try: same method, path,
+// query and authority; hop-by-hop fields removed; X-Forwarded-* set; the
+// client's body (cb, nil without one) streamed through the try's reader,
+// wrapped (the returned *trailerBody, nil when not needed) when trailers are
+// forwarded or hook asks for the end-of-body signal (a timer of the try's
+// own). Header values are shared with r, not copied (neither side modifies
+// them): this is the hot path.
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool) (*http.Request, *trailerBody) {
 	h := make(http.Header, len(r.Header)+3)
 	for k, v := range r.Header {
 		h[k] = v
@@ -60,17 +62,14 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	out := (&http.Request{
 		Method: r.Method, URL: u, Header: h, Host: r.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Body: r.Body, ContentLength: r.ContentLength, RemoteAddr: r.RemoteAddr,
+		ContentLength: r.ContentLength, RemoteAddr: r.RemoteAddr,
 	}).WithContext(ctx)
-	if r.ContentLength > 0 {
-		out.Body = &exactBody{ReadCloser: r.Body, remaining: r.ContentLength}
+	if cb != nil && cb.watched != nil {
+		out.Body = cb.take()
+	} else {
+		out.ContentLength = 0
 	}
-	switch {
-	case r.ContentLength == 0:
-		out.Body = nil
-	case r.ContentLength > coalesceBytes:
-		out.Body = newCoalescingBody(out.Body)
-	case r.ContentLength < 0 && b.Scheme == transport.SchemeHTTP:
+	if out.Body != nil && r.ContentLength < 0 && b.Scheme == transport.SchemeHTTP {
 		// The body exists (settleBody): chunked, without net/http probing
 		// it a second time for methods that usually have none.
 		out.TransferEncoding = chunkedTE
@@ -83,7 +82,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		for k := range r.Trailer {
 			out.Trailer[k] = nil
 		}
-		if b.Scheme == transport.SchemeHTTP && out.Body != nil {
+		if b.Scheme == transport.SchemeHTTP {
 			// Only a chunked HTTP/1.1 body has a trailer section
 			// (RFC 9112 §7.1.2); the client's length is still enforced.
 			out.ContentLength = -1
@@ -91,8 +90,21 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 	}
 	// HTTP/1.1 backends can only get declared trailers: net/http writes a
 	// trailer section only when the request had a Trailer map to start with.
-	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP) {
-		out.Body = &trailerBody{ReadCloser: out.Body, src: r, dst: &out.Trailer}
+	var tb *trailerBody
+	if out.Body != nil && (out.Trailer != nil || b.Scheme != transport.SchemeHTTP || hook) {
+		tb = &trailerBody{ReadCloser: out.Body, src: r}
+		if out.Trailer != nil || b.Scheme != transport.SchemeHTTP {
+			tb.dst = &out.Trailer
+		}
+		out.Body = tb
+	}
+	if out.Body != nil && cb.replay != nil {
+		// The transports send again, on a new connection, what the backend
+		// never processed, when they can get the body again: x/net/http2
+		// the streams a graceful GOAWAY or REFUSED_STREAM left, net/http a
+		// request it could not write at all (the transport-level part of
+		// the retry policy: attempts.go).
+		out.GetBody = tb.again(cb.replay)
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
@@ -105,25 +117,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend) (*http.
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
 	setClientCert(ctx, out.Header, r) // clientcert.go
-	var wb *watchedBody
-	if out.Body != nil {
-		wb = &watchedBody{ReadCloser: out.Body, client: r.Context()}
-		out.Body = wb
-		if transport.IsHTTP2(b.Scheme) {
-			// x/net/http2 replays streams a graceful GOAWAY or REFUSED_STREAM
-			// left unprocessed, if it can get the body again.
-			out.Body, out.GetBody = newReplayBody(wb, replayLimit(r.ContentLength), r.ContentLength)
-		}
-	}
-	return out, wb
-}
-
-// endReplay tells out's body that the round trip is over: no attempt
-// follows, so nothing more is kept for one.
-func endReplay(out *http.Request) {
-	if rr, ok := out.Body.(*replayReader); ok {
-		rr.b.seal()
-	}
+	return out, tb
 }
 
 var (
@@ -131,13 +125,16 @@ var (
 	chunkedTE  = []string{"chunked"}
 )
 
-// trailerBody copies the client's request trailers into the outgoing
-// request once the body has been read to the end; HTTP/3 delivers them only
-// then.
+// trailerBody is one try's reader of the request body. It copies the
+// client's request trailers into the outgoing request once the body has
+// been read to the end (HTTP/3 delivers them only then), and calls onEOF
+// there: the request is fully sent, so the try's response-header timer
+// starts.
 type trailerBody struct {
 	io.ReadCloser
-	src *http.Request
-	dst *http.Header // the outgoing request's Trailer
+	src   *http.Request
+	dst   *http.Header // the outgoing request's Trailer; nil: none forwarded
+	onEOF func()       // set by roundTrip before the round trip starts
 }
 
 // Read copies the received trailers, declared or not, into the outgoing
@@ -145,32 +142,54 @@ type trailerBody struct {
 // transport (see outgoing).
 func (t *trailerBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
-	if err == io.EOF && len(t.src.Trailer) > 0 {
-		if *t.dst == nil {
-			*t.dst = make(http.Header, len(t.src.Trailer))
+	if err == io.EOF {
+		if t.dst != nil && len(t.src.Trailer) > 0 {
+			if *t.dst == nil {
+				*t.dst = make(http.Header, len(t.src.Trailer))
+			}
+			for k, v := range t.src.Trailer {
+				(*t.dst)[k] = v
+			}
 		}
-		for k, v := range t.src.Trailer {
-			(*t.dst)[k] = v
+		if t.onEOF != nil {
+			t.onEOF()
 		}
 	}
 	return n, err
 }
 
-// roundTrip sends r to b, in ctx (r's context with the interim trace), with the response-header timeout
-// applied: by net/http's own Transport.ResponseHeaderTimeout for HTTP/1.1
-// backends (no per-request timer here), by a timer that cancels the request
-// context for HTTP/2 ones. The returned context carries the cause when that
-// timer fired; the caller must call cancel once the response body is done.
-// The watchedBody (nil without a body) tells whether the client's body failed.
-func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, headerTimeout time.Duration) (*http.Response, context.Context, context.CancelCauseFunc, *watchedBody, error) {
-	if b.Scheme == transport.SchemeHTTP || headerTimeout <= 0 {
-		out, body := outgoing(ctx, r, b)
+// again is the GetBody of a try whose transport may send it again: a new
+// reader of rb from the first byte, wrapped as t is (t nil: not wrapped).
+func (t *trailerBody) again(rb *replayBody) func() (io.ReadCloser, error) {
+	if t == nil {
+		return rb.next
+	}
+	return func() (io.ReadCloser, error) {
+		rc, err := rb.next()
+		if err != nil {
+			return nil, err
+		}
+		return &trailerBody{ReadCloser: rc, src: t.src, dst: t.dst, onEOF: t.onEOF}, nil
+	}
+}
+
+// roundTrip sends one try of r to b, in ctx (r's context with the interim
+// trace), its body taken from cb (nil: none). wait bounds the wait for
+// response headers (0: none); own says the gateway times it itself: always
+// for HTTP/2 backends, for HTTP/1.1 ones when the try's wait is shorter
+// than net/http's own Transport.ResponseHeaderTimeout (a per_try_timeout).
+// cause is the timer's cancellation cause (ErrResponseHeaderTimeout, or
+// errPerTryTimeout which wraps it). The returned context carries the cause
+// when that timer fired; the caller must call cancel once the response body
+// is done.
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+	if !own || wait <= 0 {
+		out, _ := outgoing(ctx, r, b, cb, false)
 		resp, err := b.Transport.RoundTrip(out)
-		endReplay(out)
-		return resp, ctx, noCancel, body, err
+		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	out, body := outgoing(ctx, r, b)
+	out, body := outgoing(ctx, r, b, cb, true)
 	// As net/http's ResponseHeaderTimeout, the wait starts once the request
 	// is fully sent: a client still sending its body is not the backend's
 	// delay.
@@ -180,7 +199,7 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, header
 	startTimer := func() {
 		mu.Lock()
 		if !done && timer == nil {
-			timer = time.AfterFunc(headerTimeout, func() { cancel(transport.ErrResponseHeaderTimeout) })
+			timer = time.AfterFunc(wait, func() { cancel(cause) })
 		}
 		mu.Unlock()
 	}
@@ -190,7 +209,6 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, header
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
-	endReplay(out)
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()
@@ -198,9 +216,9 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, header
 	if fired && err == nil {
 		// The timer fired just as headers arrived; the body is already canceled.
 		resp.Body.Close()
-		resp, err = nil, transport.ErrResponseHeaderTimeout
+		resp, err = nil, cause
 	}
-	return resp, ctx, cancel, body, err
+	return resp, ctx, cancel, err
 }
 
 func noCancel(error) {}

@@ -6,14 +6,14 @@ import (
 	"sync"
 )
 
-// maxReplayBytes bounds the request body kept so that the backend transport
-// can send the request again (64 KiB: the retry settings' max_body_bytes
-// default, interface.md). An HTTP/2 backend's graceful GOAWAY names the last
-// stream it will process; the streams above it were never processed and
-// x/net/http2 sends them again on a new connection, as it does after
-// REFUSED_STREAM (RFC 9113 §6.8, §8.7), but only requests whose body it can
-// get again (http.Request.GetBody).
-const maxReplayBytes = 64 << 10
+// A request body is kept, up to the upstream's retry.max_body_bytes, so
+// that it can be sent again: by the attempt loop to another backend
+// (attempts.go), or by an HTTP/2 backend's transport on a new connection.
+// An HTTP/2 backend's graceful GOAWAY names the last stream it will
+// process; the streams above it were never processed and x/net/http2 sends
+// them again, as it does after REFUSED_STREAM (RFC 9113 §6.8, §8.7), but
+// only requests whose body it can get again (http.Request.GetBody). Both
+// read the same replayBody: one buffer, one limit.
 
 var (
 	errBodyReplaced  = errors.New("request body: taken over by a retry of the request")
@@ -60,12 +60,12 @@ func newReplayBody(src io.ReadCloser, limit, sizeHint int64) (io.ReadCloser, fun
 	return &replayReader{b: b}, b.next
 }
 
-// replayLimit is the replay budget for a body of length cl (-1: unknown).
-func replayLimit(cl int64) int64 {
-	if cl > maxReplayBytes {
-		return 0
-	}
-	return maxReplayBytes
+// replayable reports whether a new attempt can start (next would succeed
+// now): the round trip is not over and every byte read so far is kept.
+func (b *replayBody) replayable() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.sealed && b.logStart == 0 && int64(len(b.log)) == b.total
 }
 
 // next starts a new attempt from the body's first byte (http.Request.GetBody).

@@ -124,9 +124,6 @@ type watchedBody struct {
 	// reset, with an error of no exported type: a failure then is the
 	// client going away, not a malformed body.
 	client context.Context
-	// onEOF, when set, is called (from the transport's goroutine) when the
-	// body has been read to its end.
-	onEOF func()
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
@@ -134,10 +131,7 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		w.sent.Store(true)
-		if w.onEOF != nil {
-			w.onEOF()
-		}
-	case err != nil && err != io.EOF && !w.closed.Load():
+	case err != nil && !w.closed.Load():
 		kind := bodyErrorKind(err)
 		if kind == bodyMalformed && w.client != nil && w.client.Err() != nil {
 			kind = bodyCanceled

@@ -133,7 +133,7 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 // WebSocket, "" otherwise.
 func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest) (*http.Request, string) {
 	delete(r.Header, ":protocol")
-	out, _ := outgoing(ctx, r, b)
+	out, _ := outgoing(ctx, r, b, nil, false)
 	out.Method = http.MethodGet
 	out.Body, out.GetBody, out.ContentLength, out.TransferEncoding, out.Trailer = nil, nil, 0, nil, nil
 	upgrade := tr.upgrade

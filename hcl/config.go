@@ -357,6 +357,10 @@ type Upstream struct {
 	// RateLimit is the rate_limit block, applied after the listener's;
 	// nil when absent.
 	RateLimit *RateLimit
+	// Retry is the retry block, defaulted (DefaultRetry) when absent.
+	Retry Retry
+	// Hedge is the hedge block; nil when absent (no hedging).
+	Hedge *Hedge
 }
 
 // DefaultUpgrades is route.upgrades when absent: WebSocket.

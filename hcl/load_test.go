@@ -510,6 +510,9 @@ func TestFullExample(t *testing.T) {
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}
+	if !reflect.DeepEqual(u.Retry, DefaultRetry()) || u.Hedge != nil {
+		t.Errorf("retry = %+v, hedge %+v; want the defaults", u.Retry, u.Hedge)
+	}
 	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) || cfg.Limits != (GlobalLimits{}) {
 		t.Errorf("limits = %+v, %+v, %+v; want the defaults", l.Limits, u.Limits, cfg.Limits)
 	}

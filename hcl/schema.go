@@ -177,6 +177,8 @@ type rawUpstream struct {
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
 	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`     // limits.go
 	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
+	Retrys            []*rawRetry            `hcl:"retry,block"`      // retry.go
+	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -186,6 +188,8 @@ type rawUpstream struct {
 	Timeouts         *rawTimeouts
 	Limits           *rawUpstreamLimits
 	RateLimit        *rawRateLimit
+	Retry            *rawRetry
+	Hedge            *rawHedge
 }
 
 // rawRoute is upstream.route.
@@ -292,6 +296,8 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		u.Timeouts = one(u.Timeoutss, path, "timeouts", diags)
 		u.Limits = one(u.Limitss, path, "limits", diags)
 		u.RateLimit = one(u.RateLimits, path, "rate_limit", diags)
+		u.Retry = one(u.Retrys, path, "retry", diags)
+		u.Hedge = one(u.Hedges, path, "hedge", diags)
 	}
 }
 

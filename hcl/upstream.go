@@ -135,10 +135,12 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	u.Timeouts, rungs = buildTimeouts(b, r.Timeouts) // timeouts.go
 	u.Limits = buildUpstreamLimits(b, r.Limits)
 	u.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
-	// TODO(retry, issue 12 item 2): append retry.per_try_timeout as a rung
-	// when written (ladderRung{b: <the retry blk>, a: r.Retry.PerTryTimeout,
-	// d: <its value>}), so that a per-try timeout longer than request is
-	// the same config error.
+	u.Retry = buildRetry(b, r.Retry) // retry.go
+	u.Hedge = buildHedge(b, r.Hedge)
+	if r.Retry != nil && r.Retry.PerTryTimeout != nil && u.Retry.PerTryTimeout > 0 {
+		// A try that may outlast the whole exchange is the same mistake.
+		rungs = append(rungs, ladderRung{b.child("retry", r.Retry.DefRange), r.Retry.PerTryTimeout, u.Retry.PerTryTimeout})
+	}
 	checkLadder(u.Timeouts.Request, rungs)
 	return u
 }

@@ -105,10 +105,12 @@ type Policy interface {
 
 // Picker selects a backend from the candidate set it was built for.
 type Picker interface {
-	// Pick returns the index in the set of an eligible candidate for r, or
-	// -1 when none is eligible. r may be nil for policies that do not look at
-	// the request. Pick does not allocate and is safe for concurrent use.
-	Pick(r *http.Request) int
+	// Pick returns the index in the set of an eligible candidate for r that
+	// skip does not hold, or -1 when there is none. r may be nil for
+	// policies that do not look at the request. Skipped candidates are
+	// passed over as ineligible ones are, without changing the policy's
+	// state for them. Pick does not allocate and is safe for concurrent use.
+	Pick(r *http.Request, skip Skip) int
 }
 
 // registry maps a policy name to its constructor. Constructors receive the
@@ -172,13 +174,13 @@ func trivialPicker(c []Candidate) (Picker, bool) {
 // nonePicker serves the empty set.
 type nonePicker struct{}
 
-func (nonePicker) Pick(*http.Request) int { return -1 }
+func (nonePicker) Pick(*http.Request, Skip) int { return -1 }
 
 // singlePicker serves a set of one.
 type singlePicker struct{ c Candidate }
 
-func (p singlePicker) Pick(*http.Request) int {
-	if p.c.Eligible() {
+func (p singlePicker) Pick(_ *http.Request, skip Skip) int {
+	if p.c.Eligible() && !skip.Has(0) {
 		return 0
 	}
 	return -1

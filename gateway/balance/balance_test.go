@@ -160,7 +160,7 @@ func TestL01WeightsHonouredByEveryPolicy(t *testing.T) {
 				var open []int // picked, not finished (FIFO)
 				counts := make([]int, len(cs))
 				for i := range picks {
-					k := pk.Pick(reqs[i])
+					k := pk.Pick(reqs[i], Skip{})
 					if k < 0 {
 						t.Fatalf("pick %d: -1", i)
 					}
@@ -194,7 +194,7 @@ func TestIneligibleSkipped(t *testing.T) {
 				t.Helper()
 				seen := map[int]int{}
 				for _, r := range reqs {
-					k := pk.Pick(r)
+					k := pk.Pick(r, Skip{})
 					if k < 0 {
 						if len(eligible) > 0 {
 							t.Fatalf("Pick = -1 with %v eligible", eligible)
@@ -234,18 +234,18 @@ func TestSmallSets(t *testing.T) {
 	for _, pc := range allPolicies {
 		t.Run(pc.name, func(t *testing.T) {
 			p := mustNew(t, pc)
-			if k := p.Picker(nil).Pick(r); k != -1 {
+			if k := p.Picker(nil).Pick(r, Skip{}); k != -1 {
 				t.Errorf("empty set: Pick = %d, want -1", k)
 			}
 			fs, cs := fakes(7)
 			pk := p.Picker(cs)
 			for range 10 {
-				if k := pk.Pick(r); k != 0 {
+				if k := pk.Pick(r, Skip{}); k != 0 {
 					t.Fatalf("single candidate: Pick = %d, want 0", k)
 				}
 			}
 			fs[0].down.Store(true)
-			if k := pk.Pick(r); k != -1 {
+			if k := pk.Pick(r, Skip{}); k != -1 {
 				t.Errorf("single ineligible candidate: Pick = %d, want -1", k)
 			}
 		})
@@ -279,7 +279,7 @@ func TestConcurrentPicks(t *testing.T) {
 			for range 8 {
 				pickers.Go(func() {
 					for i := range 3000 {
-						k := pk.Pick(reqs[i%len(reqs)])
+						k := pk.Pick(reqs[i%len(reqs)], Skip{})
 						if k < -1 || k >= len(cs) {
 							t.Errorf("Pick = %d out of range", k)
 							return
@@ -310,7 +310,7 @@ func TestPickDoesNotAllocate(t *testing.T) {
 			fs, cs := fakes(weights...)
 			fs[1].down.Store(true)
 			pk := mustNew(t, pc).Picker(cs)
-			if a := testing.AllocsPerRun(1000, func() { pk.Pick(r) }); a != 0 {
+			if a := testing.AllocsPerRun(1000, func() { pk.Pick(r, Skip{}) }); a != 0 {
 				t.Errorf("%s n=%d: %v allocs per Pick, want 0", pc.name, n, a)
 			}
 		}

@@ -54,7 +54,7 @@ func BenchmarkPick(b *testing.B) {
 				pk := mustNew(b, bp.pc).Picker(benchSet(n, bp.weighted))
 				b.ReportAllocs()
 				for b.Loop() {
-					pk.Pick(r)
+					pk.Pick(r, Skip{})
 				}
 			})
 		}
@@ -71,7 +71,7 @@ func BenchmarkPickParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					pk.Pick(r)
+					pk.Pick(r, Skip{})
 				}
 			})
 		})
@@ -108,7 +108,7 @@ func BenchmarkRoundRobinLive(b *testing.B) {
 				if i++; i%1024 == 0 {
 					f.w.Store(base + 1 + int64(i/1024%2))
 				}
-				pk.Pick(nil)
+				pk.Pick(nil, Skip{})
 			}
 		})
 	}

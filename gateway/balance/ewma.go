@@ -58,19 +58,19 @@ type ewmaPicker struct {
 }
 
 // Pick implements Picker.
-func (p *ewmaPicker) Pick(*http.Request) int {
+func (p *ewmaPicker) Pick(_ *http.Request, skip Skip) int {
 	if p.probing.Load() {
-		if i, pending := p.nextProbe(); i >= 0 {
+		if i, pending := p.nextProbe(&skip); i >= 0 {
 			return i
-		} else if !pending {
+		} else if !pending && skip.n == 0 {
 			p.probing.Store(false)
 		}
 	}
-	i := p.s.sample()
+	i := p.s.sample(&skip)
 	if i < 0 {
 		return -1
 	}
-	j := p.s.sample()
+	j := p.s.sample(&skip)
 	if j < 0 || j == i {
 		return i
 	}
@@ -88,13 +88,13 @@ func (p *ewmaPicker) Pick(*http.Request) int {
 }
 
 // nextProbe returns an eligible, idle, still unsampled candidate of the
-// probe list, or -1 and whether any eligible one is still waiting for its
-// first sample.
-func (p *ewmaPicker) nextProbe() (int, bool) {
+// probe list that skip does not hold, or -1 and whether any eligible one is
+// still waiting for its first sample.
+func (p *ewmaPicker) nextProbe(skip *Skip) (int, bool) {
 	pending := false
 	for _, i := range p.probe {
 		c := p.s.c[i]
-		if c.LatencyEWMA() != 0 || !c.Eligible() {
+		if c.LatencyEWMA() != 0 || !usable(p.s.c, i, skip) {
 			continue
 		}
 		if c.InFlight() == 0 {

@@ -13,7 +13,7 @@ func TestEWMASlowCandidateGetsLess(t *testing.T) {
 	pk := ewmaPick(t, cs)
 	counts := make([]int, len(cs))
 	for range 3000 {
-		counts[pk.Pick(nil)]++
+		counts[pk.Pick(nil, Skip{})]++
 	}
 	// c wins only when both choices are c (1/9).
 	if counts[2] > 3000/6 {
@@ -25,7 +25,7 @@ func TestEWMASlowCandidateGetsLess(t *testing.T) {
 	fs[1].n.Store(50)
 	counts = make([]int, len(cs))
 	for range 3000 {
-		counts[pk.Pick(nil)]++
+		counts[pk.Pick(nil, Skip{})]++
 	}
 	if counts[2] < 3000/2 {
 		t.Errorf("idle slow c got %d of 3000 picks against two backends with 50 in flight", counts[2])
@@ -36,14 +36,14 @@ func TestEWMAUnsampledProbedFirst(t *testing.T) {
 	fs, cs := fakes(1, 1, 1, 1)
 	fs[2].setLat(0) // a new member, no sample yet
 	pk := ewmaPick(t, cs)
-	if k := pk.Pick(nil); k != 2 {
+	if k := pk.Pick(nil, Skip{}); k != 2 {
 		t.Fatalf("first pick %d, want the unsampled candidate 2", k)
 	}
 	// While its probe is in flight it is not flooded.
 	fs[2].n.Store(1)
 	n := 0
 	for range 1000 {
-		if pk.Pick(nil) == 2 {
+		if pk.Pick(nil, Skip{}) == 2 {
 			n++
 		}
 	}
@@ -55,7 +55,7 @@ func TestEWMAUnsampledProbedFirst(t *testing.T) {
 	fs[2].setLat(1e6)
 	n = 0
 	for range 4000 {
-		if pk.Pick(nil) == 2 {
+		if pk.Pick(nil, Skip{}) == 2 {
 			n++
 		}
 	}
@@ -74,7 +74,7 @@ func TestEWMAProbesNewMembersOneAtATime(t *testing.T) {
 	pk := ewmaPick(t, cs)
 	seen := map[int]bool{}
 	for range len(fs) {
-		k := pk.Pick(nil)
+		k := pk.Pick(nil, Skip{})
 		if seen[k] {
 			t.Fatalf("candidate %d probed twice before all were probed", k)
 		}
@@ -88,7 +88,7 @@ func TestEWMAProbesNewMembersOneAtATime(t *testing.T) {
 	}
 	fs[0].down.Store(false)
 	fs[0].setLat(1e6)
-	pk.Pick(nil)
+	pk.Pick(nil, Skip{})
 	if pk.(*ewmaPicker).probing.Load() {
 		t.Error("still probing with no eligible unsampled candidate")
 	}

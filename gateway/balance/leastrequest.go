@@ -29,12 +29,12 @@ func (leastRequest) Picker(c []Candidate) Picker {
 type lrPicker struct{ s sampler }
 
 // Pick implements Picker.
-func (p *lrPicker) Pick(*http.Request) int {
-	i := p.s.sample()
+func (p *lrPicker) Pick(_ *http.Request, skip Skip) int {
+	i := p.s.sample(&skip)
 	if i < 0 {
 		return -1
 	}
-	j := p.s.sample()
+	j := p.s.sample(&skip)
 	if j < 0 || j == i {
 		return i
 	}

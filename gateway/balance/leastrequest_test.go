@@ -15,7 +15,7 @@ func lrCounts(t *testing.T, inflight []int64, weights []int, picks int) []int {
 	pk := mustNew(t, policyCase{name: LeastRequest}).Picker(cs)
 	counts := make([]int, len(cs))
 	for range picks {
-		counts[pk.Pick(nil)]++
+		counts[pk.Pick(nil, Skip{})]++
 	}
 	return counts
 }

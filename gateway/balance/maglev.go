@@ -124,17 +124,17 @@ func newMaglevPicker[T uint16 | uint32](c []Candidate, on hashOn) *maglevPicker[
 }
 
 // Pick implements Picker.
-func (p *maglevPicker[T]) Pick(r *http.Request) int {
+func (p *maglevPicker[T]) Pick(r *http.Request, skip Skip) int {
 	h, ok := p.on.hash(r)
 	if !ok {
-		return p.s.sample()
+		return p.s.sample(&skip)
 	}
 	c := p.s.c
 	slot := h % maglevSize
 	last := -1
 	for range maglevWalk {
 		if i := int(p.table[slot]); i != last {
-			if c[i].Eligible() {
+			if usable(c, i, &skip) {
 				return i
 			}
 			last = i
@@ -147,7 +147,7 @@ func (p *maglevPicker[T]) Pick(r *http.Request) int {
 	start := h % n
 	for k := range n {
 		i := int((start + k) % n)
-		if c[i].Eligible() {
+		if usable(c, i, &skip) {
 			return i
 		}
 	}

@@ -16,7 +16,7 @@ func chPick(t testing.TB, cs []Candidate) Picker {
 func mapping(pk Picker, cs []Candidate, reqs []*http.Request) []string {
 	m := make([]string, len(reqs))
 	for i, r := range reqs {
-		if k := pk.Pick(r); k >= 0 {
+		if k := pk.Pick(r, Skip{}); k >= 0 {
 			m[i] = cs[k].Key()
 		}
 	}
@@ -148,7 +148,7 @@ func TestConsistentHashIneligible(t *testing.T) {
 	fs[137].down.Store(false)
 	pk = chPick(t, cs)
 	for _, r := range reqs[:500] {
-		if k := pk.Pick(r); k != 137 {
+		if k := pk.Pick(r, Skip{}); k != 137 {
 			t.Fatalf("Pick = %d, want the only eligible 137", k)
 		}
 	}
@@ -163,7 +163,7 @@ func TestConsistentHashWithoutKey(t *testing.T) {
 	counts := make([]int, len(cs))
 	for _, r := range []*http.Request{nil, {}, {Header: http.Header{"X-User": {""}}}} {
 		for range 1000 {
-			counts[pk.Pick(r)]++
+			counts[pk.Pick(r, Skip{})]++
 		}
 	}
 	if counts[2] != 0 || counts[0] < 2000 || counts[0] > 2500 {

@@ -24,7 +24,7 @@ func (random) Picker(c []Candidate) Picker {
 type randomPicker struct{ s sampler }
 
 // Pick implements Picker.
-func (p *randomPicker) Pick(*http.Request) int { return p.s.sample() }
+func (p *randomPicker) Pick(_ *http.Request, skip Skip) int { return p.s.sample(&skip) }
 
 // fastTries bounds the rejection-sampling attempts of sampler.sample before
 // it falls back to an exact scan.
@@ -57,8 +57,9 @@ func (s *sampler) init(c []Candidate) {
 	s.maxW.Store(m)
 }
 
-// sample returns a weighted random eligible index, or -1 if none is eligible.
-func (s *sampler) sample() int {
+// sample returns a weighted random eligible index that skip does not hold,
+// or -1 if there is none.
+func (s *sampler) sample(skip *Skip) int {
 	n := uint64(len(s.c))
 	m := s.maxW.Load()
 	if m <= 1<<31 {
@@ -69,7 +70,7 @@ func (s *sampler) sample() int {
 			x := rand.Uint64()
 			i := int((x >> 32) * n >> 32)
 			c := s.c[i]
-			if !c.Eligible() {
+			if !usable(s.c, i, skip) {
 				continue
 			}
 			w := weightOf(c)
@@ -81,16 +82,16 @@ func (s *sampler) sample() int {
 			}
 		}
 	}
-	return s.scan()
+	return s.scan(skip)
 }
 
 // scan is the exact O(n) fallback of sample. Eligibility and weights may
 // change between its two passes; it then returns the last eligible index it
 // saw (or -1).
-func (s *sampler) scan() int {
+func (s *sampler) scan(skip *Skip) int {
 	var total, m int64
-	for _, c := range s.c {
-		if c.Eligible() {
+	for i, c := range s.c {
+		if usable(s.c, i, skip) {
 			w := weightOf(c)
 			total += w
 			m = max(m, w)
@@ -99,13 +100,13 @@ func (s *sampler) scan() int {
 	if total == 0 {
 		return -1
 	}
-	if s.maxW.Load() != m {
+	if s.maxW.Load() != m && skip.n == 0 { // a skipped heavy candidate still counts
 		s.maxW.Store(m)
 	}
 	r := rand.Int64N(total)
 	last := -1
 	for i, c := range s.c {
-		if !c.Eligible() {
+		if !usable(s.c, i, skip) {
 			continue
 		}
 		last = i

@@ -121,13 +121,13 @@ func gcd(a, b int64) int64 {
 }
 
 // Pick implements Picker.
-func (p *rrPicker) Pick(*http.Request) int {
+func (p *rrPicker) Pick(_ *http.Request, skip Skip) int {
 	if s := p.sched.Load(); s != nil {
 		m := uint64(len(s.seq))
 		for range len(p.c) {
 			i := int(s.seq[p.next.Add(1)%m])
 			c := p.c[i]
-			if !c.Eligible() {
+			if !usable(p.c, i, &skip) {
 				continue
 			}
 			if weightOf(c) != s.w[i] {
@@ -137,13 +137,14 @@ func (p *rrPicker) Pick(*http.Request) int {
 			return i
 		}
 	}
-	return p.smooth()
+	return p.smooth(&skip)
 }
 
 // smooth is one step of nginx's smooth weighted round-robin over the
 // eligible candidates. Ineligible candidates lose their accumulated current
-// weight, so a recovering backend does not get a burst.
-func (p *rrPicker) smooth() int {
+// weight, so a recovering backend does not get a burst; skipped ones sit
+// this step out and keep theirs.
+func (p *rrPicker) smooth(skip *Skip) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	best := -1
@@ -152,6 +153,9 @@ func (p *rrPicker) smooth() int {
 	for i, c := range p.c {
 		if !c.Eligible() {
 			p.current[i] = 0
+			continue
+		}
+		if skip.n > 0 && skip.Has(i) {
 			continue
 		}
 		w := weightOf(c)

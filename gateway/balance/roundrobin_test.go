@@ -15,7 +15,7 @@ func rrPick(t *testing.T, cs []Candidate) Picker {
 func sequence(pk Picker, n int) string {
 	var b strings.Builder
 	for range n {
-		if k := pk.Pick(nil); k < 0 {
+		if k := pk.Pick(nil, Skip{}); k < 0 {
 			b.WriteByte('-')
 		} else {
 			b.WriteByte(byte('a' + k))
@@ -28,9 +28,9 @@ func TestRoundRobinEqualWeightsRotate(t *testing.T) {
 	for _, w := range []int{1, 100} {
 		_, cs := fakes(w, w, w, w)
 		pk := rrPick(t, cs)
-		prev := pk.Pick(nil)
+		prev := pk.Pick(nil, Skip{})
 		for i := range 400 {
-			k := pk.Pick(nil)
+			k := pk.Pick(nil, Skip{})
 			if k != (prev+1)%len(cs) {
 				t.Fatalf("weight %d, pick %d: %d after %d, want strict rotation", w, i, k, prev)
 			}
@@ -154,7 +154,7 @@ func TestRoundRobinNewWeightsSettle(t *testing.T) {
 	if counts['a'] != 100 || counts['b'] != 100 || counts['c'] != 400 {
 		t.Errorf("weights 1,1,4: counts %v", counts)
 	}
-	if a := testing.AllocsPerRun(100, func() { pk.Pick(nil) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { pk.Pick(nil, Skip{}) }); a != 0 {
 		t.Errorf("%v allocs per pick on the new cycle", a)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"golang.org/x/net/http2"
 )
 
 // Reasons the gateway reports in x-impulse-error and in metrics.
@@ -93,4 +95,31 @@ func isH1HeaderTimeout(err error) bool {
 // stable ("http2: Transport received Server's graceful shutdown GOAWAY").
 func IsGracefulGoAway(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "graceful shutdown GOAWAY")
+}
+
+// IsConnectFailure reports whether err is a failure to connect to the
+// backend before any request byte was sent: TCP connect refused or timed
+// out, TLS handshake or ALPN (DialError, or net/http's dial error for
+// HTTP/1.1 backends). The backend never saw the request.
+func IsConnectFailure(err error) bool {
+	var dialErr *DialError
+	if errors.As(err, &dialErr) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// IsRefusedStream reports whether err is an HTTP/2 backend's statement
+// that it did not process the request: a stream reset with REFUSED_STREAM
+// (RFC 9113 §8.7), or a stream above a graceful GOAWAY's last-stream-id
+// (IsGracefulGoAway), as x/net/http2 reports them once it did not send the
+// request again itself. x/net wraps the stream error in text only ("cannot
+// retry err [...]") when the body could not be replayed.
+func IsRefusedStream(err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		return se.Code == http2.ErrCodeRefusedStream
+	}
+	return IsGracefulGoAway(err) || err != nil && strings.Contains(err.Error(), "; REFUSED_STREAM")
 }

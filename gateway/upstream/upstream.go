@@ -284,7 +284,35 @@ func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 	if len(s.Backends) == 0 {
 		return nil, s
 	}
-	i := s.picker.Pick(r)
+	i := s.picker.Pick(r, balance.Skip{})
+	if i < 0 {
+		return nil, s
+	}
+	return s.Backends[i], s
+}
+
+// PickExcept is Pick for a retry: the upstream's policy picks among the
+// eligible backends that are not in tried (the backends the request has
+// already been sent to), and among all eligible ones when none is left, so
+// a retry goes to the only backend rather than nowhere. It returns nil when
+// no backend is eligible. With tried empty it is Pick. The tried backends
+// are found in the current set by a scan (O(len(set) × len(tried)), on the
+// retry path only); one that left the set needs no skipping.
+func (u *Upstream) PickExcept(r *http.Request, tried []*Backend) (*Backend, *Set) {
+	s := u.set.Load()
+	if len(tried) == 0 || len(s.Backends) == 0 {
+		return u.Pick(r)
+	}
+	var skip balance.Skip
+	for i, b := range s.Backends {
+		if slices.Contains(tried, b) && !skip.Add(i) {
+			break
+		}
+	}
+	i := s.picker.Pick(r, skip)
+	if i < 0 && skip.Len() > 0 {
+		i = s.picker.Pick(r, balance.Skip{})
+	}
 	if i < 0 {
 		return nil, s
 	}

@@ -261,3 +261,42 @@ func TestWeightChangeKeepsHealth(t *testing.T) {
 		}
 	})
 }
+
+// TestPickExceptSkipsTried: a retry's pick passes over the backends already
+// tried, falls back to them when no other is eligible, and is nil when none
+// is; a tried backend that left the set changes nothing.
+func TestPickExceptSkipsTried(t *testing.T) {
+	u, err := New(Config{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if err := u.SetStatic([]Spec{spec("a", 1), spec("b", 2), spec("c", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*Backend{}
+	for _, b := range u.Current().Backends {
+		byID[b.ID] = b
+	}
+	for range 30 {
+		if b, _ := u.PickExcept(nil, []*Backend{byID["a"], byID["b"]}); b != byID["c"] {
+			t.Fatalf("picked %v, want c", b)
+		}
+	}
+	all := []*Backend{byID["a"], byID["b"], byID["c"]}
+	if b, _ := u.PickExcept(nil, all); b == nil {
+		t.Fatal("every backend tried: no fallback to a tried one")
+	}
+	gone := &Backend{Spec: spec("gone", 9)}
+	seen := map[string]bool{}
+	for range 30 {
+		b, _ := u.PickExcept(nil, []*Backend{gone})
+		seen[b.ID] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("a tried backend outside the set narrowed the pick to %v", seen)
+	}
+	if a := testing.AllocsPerRun(100, func() { u.PickExcept(nil, all[:1]) }); a != 0 {
+		t.Errorf("PickExcept: %v allocs, want 0", a)
+	}
+}

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	if name := os.Getenv(backendProcessEnv); name != "" {
+		return serveBackendProcess(name) // rolling_test.go: this binary re-run as a backend
+	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "impulse-e2e-")
 	if err != nil {

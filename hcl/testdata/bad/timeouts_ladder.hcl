@@ -47,3 +47,18 @@ upstream "defaults" {
     request = "1s"
   }
 }
+
+upstream "per-try" {
+  route {
+    path_prefix = "/per-try/"
+  }
+  backend "a" {
+    address = "http://127.0.0.1:8083"
+  }
+  timeouts {
+    request = "1s"
+  }
+  retry {
+    per_try_timeout = "5s"
+  }
+}

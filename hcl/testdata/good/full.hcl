@@ -152,6 +152,17 @@ upstream "web" {
   #   burst               = 50    # default ceil(requests_per_second); >= 1
   #   key                 = "client_ip" # client_ip | header:NAME | route
   # }
+  retry {                         # README "Retries"
+    attempts              = 2     # tries of one request, the first included; 1 = no retries
+    on                    = ["connect-failure", "refused-stream"]  # also: reset, 502, 503, 504 (idempotent methods only)
+    per_try_timeout       = "0s"  # each try's wait for response headers; 0 = response_header only
+    backoff               = "25ms"  # jittered exponential back-off base; capped at 10 × backoff
+    max_body_bytes        = 65536 # request body kept for a retry; a longer one is not retried once sent
+    budget_percent        = 20    # retries in flight ≤ max(min_retry_concurrency, 20 % of active requests)
+    min_retry_concurrency = 3
+  }
+
+  # hedge { delay = "50ms"  max = 1 }  # README "Hedging": off unless present; delay is required
 }
 
 # Path normalisation (top level; README "Paths: what is matched, what is forwarded").

@@ -1,0 +1,442 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// The attempt step of the pipeline (architecture.md): pick a backend, send
+// the request, and, when the try fails in a way the upstream's retry policy
+// covers, send it again to another backend after a back-off, within the
+// retry budget; or, for a hedged request, send copies after hedge.delay and
+// keep the first answer (hedge.go). The decisions are gateway/retry's; this
+// file gathers their inputs and acts on them.
+//
+// Retries happen at two levels, one policy. The transports resend what a
+// backend provably never processed, on a new connection to the same
+// backend: x/net/http2 the streams above a graceful GOAWAY's
+// last-stream-id and REFUSED_STREAMs (it does so for every request without
+// a body, with no way to turn it off, and for those with one when it can
+// get the body again: the replayBody below, bounded by max_body_bytes),
+// and net/http a request it could not write at all (a kept-alive
+// connection the backend had closed), or an idempotent one on such a
+// connection that failed before any response byte. What they cannot resend reaches the attempt loop,
+// which tries another backend: connect failures (refused, timed out, TLS),
+// refused streams the transport gave up on, and the opt-in conditions (a
+// reset or a try's timeout before the response, a 502, 503 or 504) for
+// idempotent methods. Transport-level resends are not counted as retries
+// and take nothing from the budget: they go to the same backend, which
+// said it did not process the request.
+
+// attemptPolicy is one upstream's retry and hedge settings in one table
+// generation, with the count its budget keeps.
+type attemptPolicy struct {
+	retry retry.Policy
+	hedge retry.Hedge
+	// retries counts the retries and hedges in flight to the upstream; the
+	// generations of one upstream share it (newAttemptPolicy).
+	retries *atomic.Int64
+}
+
+// newAttemptPolicy is uc's attempt policy; prev is the upstream's policy in
+// the previous table (nil: none), whose budget count it takes over. A zero
+// Retry stands for retry.Default().
+func newAttemptPolicy(uc UpstreamConfig, prev *attemptPolicy) (*attemptPolicy, error) {
+	p := uc.Retry
+	if p == (retry.Policy{}) {
+		p = retry.Default()
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := uc.Hedge.Validate(); err != nil {
+		return nil, err
+	}
+	ap := &attemptPolicy{retry: p, hedge: uc.Hedge, retries: new(atomic.Int64)}
+	if prev != nil {
+		ap.retries = prev.retries
+	}
+	return ap, nil
+}
+
+// defaultAttempts is the policy of an upstream missing from a table (a
+// request routed by an older table to an upstream that left it).
+var defaultAttempts = &attemptPolicy{retry: retry.Default(), retries: new(atomic.Int64)}
+
+// takeRetry counts one more retry (or hedge) in flight to up if its budget
+// allows one: at most max(min_retry_concurrency, budget_percent % of the
+// requests in flight to up's backends, retries included). Only the retry
+// path pays for summing the in-flight counts.
+func (ap *attemptPolicy) takeRetry(up *upstream.Upstream) bool {
+	var active int64
+	for _, b := range up.Current().Backends {
+		active += b.InFlight()
+	}
+	if !ap.retry.Budget.Allows(ap.retries.Load(), active) {
+		return false
+	}
+	ap.retries.Add(1)
+	return true
+}
+
+// errPerTryTimeout is the cancellation cause of a try past per_try_timeout:
+// a response-header timeout (504 response_header_timeout once no try is
+// left) of one try, retried as a reset.
+var errPerTryTimeout = fmt.Errorf("%w (per_try_timeout)", transport.ErrResponseHeaderTimeout)
+
+// tryWait is how long a try of a request to b waits for response headers,
+// whether the gateway times that itself (roundTrip's own) and the timer's
+// cause: the upstream's response_header timeout, or per_try_timeout when
+// it is shorter.
+func tryWait(up *upstream.Upstream, p *retry.Policy, b *upstream.Backend) (wait time.Duration, own bool, cause error) {
+	wait, own, cause = up.Config().ResponseHeaderTimeout, transport.IsHTTP2(b.Scheme), transport.ErrResponseHeaderTimeout
+	if pt := p.PerTryTimeout; pt > 0 && (wait <= 0 || pt < wait) {
+		wait, own, cause = pt, true, errPerTryTimeout
+	}
+	return wait, own, cause
+}
+
+// clientBody is the client's request body as the tries of one request send
+// it: checked against its length (exactBody), coalesced, watched for the
+// client's failures and, when a try may follow, shared through a
+// replayBody that keeps what it can for a replay.
+type clientBody struct {
+	watched *watchedBody  // nil: the request has no body
+	replay  *replayBody   // nil: the body is sent once, by the first try
+	next    io.ReadCloser // the next try's reader; nil once taken
+}
+
+// hasBody reports whether r comes with a body (after settleBody).
+func hasBody(r *http.Request) bool {
+	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
+}
+
+// newClientBody wraps r's body for its tries (the zero clientBody when it
+// has none). keep is the bytes kept for a replay; negative: no replay at
+// all (no try can follow).
+func newClientBody(r *http.Request, keep int64) clientBody {
+	if !hasBody(r) {
+		return clientBody{}
+	}
+	var body io.ReadCloser = r.Body
+	if r.ContentLength > 0 {
+		body = &exactBody{ReadCloser: body, remaining: r.ContentLength}
+	}
+	if r.ContentLength > coalesceBytes {
+		body = newCoalescingBody(body)
+	}
+	cb := clientBody{watched: &watchedBody{ReadCloser: body, client: r.Context()}}
+	cb.next = cb.watched
+	if keep >= 0 {
+		if r.ContentLength > keep {
+			keep = 0 // sent once; but still taken over while unread
+		}
+		rb := &replayBody{src: cb.watched, limit: keep}
+		if r.ContentLength > 0 && r.ContentLength <= keep {
+			rb.log = make([]byte, 0, r.ContentLength)
+		}
+		cb.replay, cb.next = rb, &replayReader{b: rb}
+	}
+	return cb
+}
+
+// bodyKeep is the replay budget of r's body when its first try goes to b:
+// max_body_bytes when another try may have to send it again (a retry, or
+// a transport-level resend: x/net/http2 after REFUSED_STREAM or GOAWAY,
+// net/http for a request it could not write at all), -1 when none can.
+func bodyKeep(p *retry.Policy, b *upstream.Backend) int64 {
+	if transport.IsHTTP2(b.Scheme) || p.Attempts > 1 && p.On != 0 {
+		return p.MaxBodyBytes
+	}
+	return -1
+}
+
+// take hands the next try its reader.
+func (cb *clientBody) take() io.ReadCloser {
+	rc := cb.next
+	cb.next = nil
+	return rc
+}
+
+// kept reports whether another try can send the body (or there is none).
+func (cb *clientBody) kept() bool {
+	return cb.watched == nil || cb.replay != nil && cb.replay.replayable()
+}
+
+// again prepares the reader of one more try; false when the body can no
+// longer be sent again.
+func (cb *clientBody) again() bool {
+	if cb.watched == nil {
+		return true
+	}
+	if cb.replay == nil {
+		return false
+	}
+	rc, err := cb.replay.next()
+	if err != nil {
+		return false
+	}
+	cb.next = rc
+	return true
+}
+
+// end seals the replay: no try follows, nothing more is kept.
+func (cb *clientBody) end() {
+	if cb.replay != nil {
+		cb.replay.seal()
+	}
+}
+
+// try is one round trip of a request to one backend.
+type try struct {
+	b      *upstream.Backend
+	start  time.Time
+	resp   *http.Response
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	err    error
+	// outcome and reason are what the try tells passive health (b.Done),
+	// once it is over.
+	outcome health.Outcome
+	reason  string
+}
+
+// done ends t: its outcome goes to passive health (exactly once per try).
+func (t *try) done() { t.b.Done(t.outcome, t.reason, time.Since(t.start)) }
+
+// condition is the retry condition t's failure matches; 0 when it matches
+// none (an answer the policy never retries, the client's doing, a failure
+// the backend is not known to have failed by).
+func (t *try) condition(rec *recorder, r *http.Request, body *watchedBody, iw *interim) retry.Condition {
+	if t.err == nil {
+		return retry.StatusCondition(t.resp.StatusCode)
+	}
+	if body.failed() != bodyOK || r.Context().Err() != nil || rec.grpc.expired() || iw.invalidResponse(t.err) {
+		return 0
+	}
+	switch {
+	case errors.Is(context.Cause(t.ctx), transport.ErrResponseHeaderTimeout):
+		return retry.Reset // the try's own timer; never a client's cancel
+	case t.ctx.Err() != nil:
+		return 0
+	case transport.IsConnectFailure(t.err):
+		return retry.ConnectFailure
+	case transport.IsRefusedStream(t.err) || errors.Is(t.err, errNotReplayable):
+		return retry.RefusedStream
+	}
+	return retry.Reset
+}
+
+// failure is the status, reason and health outcome of a failed round trip
+// (t.err != nil): a stream the backend left unprocessed (graceful GOAWAY;
+// a body too long to send again) and the client's own doing are not the
+// backend's failure.
+func (t *try) failure(rec *recorder, iw *interim) (status int, reason string, o health.Outcome) {
+	status, reason = transport.Classify(t.ctx, t.err)
+	if iw.invalidResponse(t.err) {
+		status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
+	}
+	if rec.grpc.expired() { // the client's deadline, not the backend's failure
+		status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
+	}
+	o = health.Failure
+	if status == transport.StatusClientClosed || reason == reasonGRPCTimeout || transport.IsGracefulGoAway(t.err) || errors.Is(t.err, errNotReplayable) {
+		o = health.Neutral
+	}
+	return status, reason, o
+}
+
+// discard ends a failed try that is not relayed: its failure goes to
+// passive health and a 5xx answer is dropped.
+func (t *try) discard(rec *recorder, iw *interim) {
+	if t.err == nil {
+		t.resp.Body.Close()
+		t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(t.resp.StatusCode)
+	} else {
+		_, t.reason, t.outcome = t.failure(rec, iw)
+	}
+	t.cancel(nil)
+	t.done()
+}
+
+// proxy runs the tries of r to up: the first to the picked backend, then,
+// as long as the retry policy, the budget and the body allow, one to
+// another backend after each failure it covers; the last try's outcome is
+// relayed. Answers: 503 when no backend is eligible, and relay's.
+//
+// b is the backend picked for the first try, already acquired (admission.go's
+// pick, within max_requests_per_backend); a retry or hedge takes its
+// backend's slot the same way, and is not sent when that backend is full.
+// uc's request timeout bounds every try, back-off and hedge; its body_idle
+// each read of the relayed response body (timeouts.go).
+func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *attemptPolicy, b *upstream.Backend, uc UpstreamConfig) {
+	if ap.hedge.Applies(r.Method, hasBody(r)) {
+		g.hedged(rec, w, r, up, ap, b, uc) // hedge.go
+		return
+	}
+	traced, iw := withInterim(w, r)
+	traced = g.withClientCert(traced, rec.listener, r)
+	traced, stopDeadline := rec.grpc.withDeadline(traced) // grpc.go
+	defer stopDeadline()
+	// The request timeout is set once for the whole exchange: every try,
+	// back-off and the copy of the response body share it.
+	traced, stopRequest := requestDeadline(traced, uc.RequestTimeout)
+	defer stopRequest()
+	p := &ap.retry
+	cb := newClientBody(r, bodyKeep(p, b))
+	var tried [retry.MaxAttempts]*upstream.Backend
+	t := try{b: b, start: rec.start}
+	holding := false // t is a retry, counted in the budget
+	for n := 1; ; n++ {
+		tried[n-1] = t.b
+		rec.attempts = n // t.b is acquired
+		wait, own, cause := tryWait(up, p, t.b)
+		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause)
+		iw.finish() // no 1xx after this: w is the handler's again
+		if t.err == nil && t.resp.StatusCode < 200 {
+			// Only a 101 arrives as a final response (net/http), and the
+			// gateway never forwards Upgrade.
+			t.resp.Body.Close()
+			t.resp, t.err = nil, errSwitchingProtocols
+		}
+		cond := t.condition(&rec, r, cb.watched, iw)
+		if cond == 0 || !p.Retry(retry.Failure{Condition: cond, Method: r.Method, Tries: n, Started: iw.relayed(), BodyKept: cb.kept()}) {
+			break
+		}
+		next, _ := up.PickExcept(r, tried[:n])
+		if next == nil {
+			break
+		}
+		if !ap.takeRetry(up) {
+			g.metrics.retryBudgetExhausted(up.Name())
+			break
+		}
+		if !next.TryAcquire() { // full (max_requests_per_backend)
+			ap.retries.Add(-1)
+			break
+		}
+		if !sleep(traced, p.Wait(n, rand.Uint64())) || !cb.again() {
+			next.Done(health.Neutral, "", 0)
+			ap.retries.Add(-1)
+			break
+		}
+		t.discard(&rec, iw)
+		iw.reopen()
+		if holding {
+			ap.retries.Add(-1)
+		}
+		holding = true
+		g.metrics.retry(up.Name(), cond.Label())
+		g.log.Debug("retrying on another backend", "upstream", up.Name(), "backend", t.b.ID, "next", next.ID, "reason", cond.Label(), "error", t.err)
+		t = try{b: next, start: time.Now()}
+	}
+	// No try follows: a body the transport gave up is closed now, which
+	// ends a read it is blocked in (a client waiting for 100 Continue).
+	cb.end()
+	defer func() {
+		t.done()
+		if holding {
+			ap.retries.Add(-1)
+		}
+	}()
+	g.relay(&rec, w, r, up, &t, cb.watched, iw, uc)
+}
+
+// sleep waits d, or until ctx is done; false in that case.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// relay ends the request with the outcome of its last try t: the backend's
+// response copied to w, or the gateway's answer to its failure (502
+// connect/reset before a response or an invalid 1xx use, 504 response
+// header timeout), or a stream reset (http.ErrAbortHandler) when the
+// backend fails after the response started. t's outcome is set for the
+// caller's t.done (also when relay panics); t.cancel is called.
+func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, t *try, body *watchedBody, iw *interim, uc UpstreamConfig) {
+	b := t.b
+	defer t.cancel(nil)
+	if t.err != nil {
+		if f := body.failed(); f != bodyOK {
+			rec.clientBodyFailed(w, up, b, f, false)
+			return
+		}
+		status, reason, o := t.failure(rec, iw)
+		if requestTimedOut(t.ctx) && r.Context().Err() == nil && reason != reasonGRPCTimeout {
+			// The exchange's budget ran out; the backend is blamed unless
+			// the client was still sending its body (timeouts.go).
+			status, reason, o = http.StatusGatewayTimeout, reasonRequestTimeout, health.Neutral
+			if body.sentWhole() {
+				o = health.Failure
+			}
+		}
+		if o == health.Failure {
+			t.outcome, t.reason = o, reason
+		}
+		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "attempts", rec.attempts, "error", t.err)
+		rec.finish(w, up, b, status, reason)
+		return
+	}
+	resp := t.resp
+	defer resp.Body.Close()
+	idle := watchBodyIdle(resp, uc.bodyIdleTimeout()) // timeouts.go
+	defer idle.release(resp)
+	rec.grpc.watch(resp)
+	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
+	switch {
+	case backendErr != nil && body.failed() != bodyOK:
+		// The backend answered early, then the connection broke on the
+		// client's bad body: not the backend's failure.
+		rec.clientBodyFailed(w, up, b, body.failed(), true)
+	case backendErr != nil && rec.grpc.expired():
+		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
+		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
+	case backendErr != nil && idle.timedOut():
+		// The backend went silent mid-body: its failure, and the truncated
+		// body must not end cleanly.
+		t.outcome, t.reason = health.Failure, reasonBodyIdleTimeout
+		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
+		rec.record(up, b, resp.StatusCode, reasonBodyIdleTimeout)
+		panic(http.ErrAbortHandler)
+	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil:
+		// The exchange's budget is spent, not the backend's health: a
+		// reset (gRPC: DEADLINE_EXCEEDED trailers where it can).
+		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonRequestTimeout)
+	case backendErr != nil && r.Context().Err() == nil:
+		t.outcome, t.reason = health.Failure, transport.ReasonBodyFailed
+		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
+		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
+		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
+		panic(http.ErrAbortHandler)
+	case clientErr != nil || backendErr != nil:
+		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+	default:
+		t.outcome = health.Success
+		if resp.StatusCode >= 500 {
+			t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
+		}
+		rec.record(up, b, resp.StatusCode, "")
+	}
+}

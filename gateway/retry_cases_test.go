@@ -1,0 +1,488 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+)
+
+// retryOn is the default retry policy with attempts and, when given, the
+// conditions on (instead of the default ones).
+func retryOn(attempts int, on ...retry.Condition) retry.Policy {
+	p := retry.Default()
+	p.Attempts = attempts
+	if len(on) > 0 {
+		p.On = 0
+		for _, c := range on {
+			p.On |= c
+		}
+	}
+	return p
+}
+
+// counted is the value of one retry or hedge counter of g.
+func counted(g *Gateway, metric uint8, upstream, reason string) uint64 {
+	v, ok := g.metrics.attemptCounts.Load(attemptKey{metric, upstream, reason})
+	if !ok {
+		return 0
+	}
+	return v.(*attemptCount).n.Load()
+}
+
+// closedPort is a backend spec whose port refuses connections.
+func closedPort(t *testing.T, id, scheme string) upstream.Spec {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return upstream.Spec{ID: id, Scheme: scheme, Host: "127.0.0.1", Port: port, Weight: 1}
+}
+
+// hits counts the requests a test backend received, by method and
+// X-Request-Id, and checks each body arrived whole.
+type hits struct {
+	mu    sync.Mutex
+	byKey map[string]int
+	total atomic.Int64
+	bad   atomic.Int64 // bodies not as sent
+}
+
+func newHits() *hits { return &hits{byKey: map[string]int{}} }
+
+func (h *hits) note(r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if want := r.Header.Get("X-Body-Len"); want != "" && want != strconv.Itoa(len(body)) {
+		h.bad.Add(1)
+	}
+	h.total.Add(1)
+	h.mu.Lock()
+	h.byKey[r.Method+" "+r.Header.Get("X-Request-Id")]++
+	h.mu.Unlock()
+}
+
+func (h *hits) of(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byKey[key]
+}
+
+// okBackend answers 200 "ok" after counting the request.
+func okBackend(h *hits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h.note(r)
+		io.WriteString(w, "ok")
+	}
+}
+
+// resetBackend reads the whole request, then closes the connection without
+// an answer.
+func resetBackend(h *hits) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h.note(r)
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			c.Close()
+		}
+	}
+}
+
+// sendOne makes one request with a request id (and a body for POST and PUT)
+// and returns its status and body; 0 when the request or its response body
+// failed.
+func sendOne(t *testing.T, h *harness, method, path, id string, bodyLen int) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if bodyLen > 0 {
+		rd = bytes.NewReader(bytes.Repeat([]byte("b"), bodyLen))
+	}
+	req, _ := http.NewRequest(method, h.base+path, rd)
+	req.Header.Set("X-Request-Id", id)
+	if bodyLen > 0 {
+		req.Header.Set("X-Body-Len", strconv.Itoa(bodyLen))
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Logf("%s %s: %v", method, path, err)
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "" // reset mid-body
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestR02RetryGoesToAnotherBackend: with a backend whose port is closed and
+// a good one, every request succeeds, POSTs with a body included (a refused
+// connection proves the backend never saw the request); the retry reaches
+// the other backend, each request exactly once there, and
+// impulse_retries{reason="connect-failure"} counts the retries. For HTTP/1.1
+// and HTTP/2 backends, over every ingress protocol.
+func TestR02RetryGoesToAnotherBackend(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		for _, scheme := range []string{"http", "https"} {
+			t.Run(scheme, func(t *testing.T) {
+				good := newHits()
+				var srv *httptest.Server
+				if scheme == "https" {
+					srv = newH2Backend(t, okBackend(good))
+				} else {
+					srv = newH1Backend(t, okBackend(good))
+				}
+				uc := staticUpstream("u", "/", srv)
+				uc.Static = append(uc.Static, closedPort(t, "closed", scheme))
+				h := newHarnessOver(t, ingress, uc)
+				const n = 20
+				for i := range n {
+					method, bodyLen := "GET", 0
+					if i%2 == 1 {
+						method, bodyLen = "POST", 4096
+					}
+					id := strconv.Itoa(i)
+					if code, body := sendOne(t, h, method, "/r02", id, bodyLen); code != 200 || body != "ok" {
+						t.Fatalf("%s %d: %d %q, want 200 ok", method, i, code, body)
+					}
+					if got := good.of(method + " " + id); got != 1 {
+						t.Fatalf("%s %d reached the good backend %d times, want once", method, i, got)
+					}
+				}
+				if good.bad.Load() != 0 {
+					t.Errorf("%d bodies reached the good backend cut short", good.bad.Load())
+				}
+				var closed *BackendInfo
+				for _, bi := range h.gw.Backends() {
+					if bi.ID == "closed" {
+						closed = &bi
+					}
+				}
+				retries := counted(h.gw, countRetry, "u", "connect-failure")
+				if closed == nil || retries == 0 || retries != closed.Requests {
+					t.Fatalf("retries counted %d; the closed backend was tried %+v: want one retry per try there", retries, closed)
+				}
+			})
+		}
+	})
+}
+
+// TestR02ResetIsRetriedWhenAsked: with on = ["reset"], a GET whose backend
+// resets the connection before answering goes to the other backend, never
+// back to one that failed it: two of three backends reset, and each sees a
+// request at most once.
+func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		bad1, bad2, good := newHits(), newHits(), newHits()
+		uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad1)), newH1Backend(t, resetBackend(bad2)), newH1Backend(t, okBackend(good)))
+		uc.Retry = retryOn(3, retry.ConnectFailure, retry.Reset)
+		h := newHarnessOver(t, ingress, uc)
+		for i := range 15 {
+			id := strconv.Itoa(i)
+			if code, _ := sendOne(t, h, "GET", "/r02", id, 0); code != 200 {
+				t.Fatalf("GET %d: %d, want 200", i, code)
+			}
+			if bad1.of("GET "+id) > 1 || bad2.of("GET "+id) > 1 || good.of("GET "+id) != 1 {
+				t.Fatalf("GET %d reached the backends %d, %d and %d times: a retry went back to a failed one",
+					i, bad1.of("GET "+id), bad2.of("GET "+id), good.of("GET "+id))
+			}
+		}
+		if got, want := counted(h.gw, countRetry, "u", "reset"), uint64(bad1.total.Load()+bad2.total.Load()); got != want {
+			t.Errorf("impulse_retries{reason=reset} = %d, want %d (one per failed try)", got, want)
+		}
+	})
+}
+
+// TestR03RetriesNeverReplayUnsafe: with every opt-in condition on, a POST
+// or PATCH whose backend reset the connection after reading it is answered
+// 502 and a PUT that timed out after being read 504 (per_try_timeout) —
+// only when their method is not idempotent; a GET and a PUT are retried
+// and succeed, the PUT's body replayed whole; a response that started is
+// never retried: a GET whose backend fails mid-body is reset and the other
+// backend sees nothing.
+func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		bad, good := newHits(), newHits()
+		badHandler := func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/stall":
+				bad.note(r)
+				<-r.Context().Done() // never answers
+			case "/midbody":
+				bad.note(r)
+				w.Header().Set("Content-Length", "100")
+				w.Write([]byte("partial"))
+				w.(http.Flusher).Flush()
+				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					c.Close()
+				}
+			default:
+				resetBackend(bad)(w, r)
+			}
+		}
+		uc := staticUpstream("u", "/", newH1Backend(t, http.HandlerFunc(badHandler)), newH1Backend(t, okBackend(good)))
+		uc.Retry = retryOn(2, retry.ConnectFailure, retry.RefusedStream, retry.Reset, retry.Status502, retry.Status503, retry.Status504)
+		uc.Retry.PerTryTimeout = 300 * time.Millisecond
+		// The bad backend first, always: weights make round robin send
+		// nearly every first try there.
+		uc.Static[0].Weight, uc.Static[1].Weight = 1000, 1
+		h := newHarnessOver(t, ingress, uc)
+		for i, tc := range []struct {
+			method, path string
+			bodyLen      int
+			want         int // 0: the stream is reset
+			retried      bool
+		}{
+			{"POST", "/reset", 2048, 502, false},
+			{"PATCH", "/reset", 2048, 502, false},
+			{"POST", "/stall", 2048, 504, false},
+			{"GET", "/reset", 0, 200, true},
+			{"PUT", "/reset", 2048, 200, true},
+			{"PUT", "/stall", 2048, 200, true},
+			{"DELETE", "/stall", 0, 200, true},
+			{"GET", "/midbody", 0, 0, false},
+		} {
+			id := "r03-" + strconv.Itoa(i)
+			if bad.of(tc.method+" "+id) != 0 {
+				t.Fatal("id reused")
+			}
+			code, _ := sendOne(t, h, tc.method, tc.path, id, tc.bodyLen)
+			if bad.of(tc.method+" "+id) == 0 {
+				continue // round robin sent it to the good backend first: nothing to see
+			}
+			if code != tc.want {
+				t.Errorf("%s %s: %d, want %d", tc.method, tc.path, code, tc.want)
+			}
+			if got := good.of(tc.method + " " + id); got != map[bool]int{true: 1}[tc.retried] {
+				t.Errorf("%s %s reached the other backend %d times (retried: want %v)", tc.method, tc.path, got, tc.retried)
+			}
+		}
+		if good.bad.Load() != 0 {
+			t.Errorf("%d replayed bodies reached the other backend cut short", good.bad.Load())
+		}
+	})
+}
+
+// TestR04RetryStormIsBounded: every backend resets every request before
+// answering, retries allow 5 attempts on resets; 2,000 GETs at concurrency
+// 50 cost the backends at most about requests × (1 + 20 %) (Envoy's budget:
+// retries in flight ≤ max(3, 20 % of active requests)), not requests × 5;
+// the refused retries are counted in impulse_retries_budget_exhausted and
+// return at once. The load is HTTP/3, as case R04 has it; the budget does
+// not depend on the ingress.
+func TestR04RetryStormIsBounded(t *testing.T) {
+	bad := newHits()
+	uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)))
+	uc.Retry = retryOn(5, retry.ConnectFailure, retry.Reset)
+	h := newHarness(t, uc)
+	const requests, concurrency = 2000, 50
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	start := time.Now()
+	sem := make(chan struct{}, concurrency)
+	for i := range requests {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := h.client.Get(h.base + "/storm?" + strconv.Itoa(i))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 502 {
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	received := bad.total.Load()
+	retries := counted(h.gw, countRetry, "u", "reset")
+	exhausted := counted(h.gw, countBudgetExhausted, "u", "")
+	t.Logf("%d requests in %v: backends received %d, retries %d, budget exhausted %d", requests, elapsed, received, retries, exhausted)
+	if ok.Load() != requests {
+		t.Errorf("%d of %d requests answered 502", ok.Load(), requests)
+	}
+	if limit := int64(requests*1.25) + 3*4; received > limit {
+		t.Errorf("backends received %d requests, want at most %d (requests × (1 + budget))", received, limit)
+	}
+	if exhausted == 0 {
+		t.Error("impulse_retries_budget_exhausted never counted")
+	}
+	if int64(retries) != received-requests {
+		t.Errorf("retries counted %d, backends received %d extra", retries, received-requests)
+	}
+}
+
+// slowBackend answers after delay unless its request is canceled first,
+// counting both.
+type slowBackend struct {
+	hits     *hits
+	canceled atomic.Int64
+	delay    time.Duration
+}
+
+func (s *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.hits.note(r)
+	select {
+	case <-time.After(s.delay):
+		io.WriteString(w, "slow")
+	case <-r.Context().Done():
+		s.canceled.Add(1)
+	}
+}
+
+// TestHedgeWinsOverASlowBackend: with hedge { delay = 50ms }, a GET whose
+// first try goes to a slow backend gets a copy sent to the fast one, whose
+// answer wins; the slow try is canceled and counts as Neutral (one failure
+// would eject with consecutive_failures = 1). POSTs are never hedged.
+func TestHedgeWinsOverASlowBackend(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		slow := &slowBackend{hits: newHits(), delay: 2 * time.Second}
+		fast := newHits()
+		uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, okBackend(fast)))
+		uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+		h := newHarnessOver(t, ingress, uc)
+		const n = 10
+		for i := range n {
+			start := time.Now()
+			if code, body := sendOne(t, h, "GET", "/hedge", strconv.Itoa(i), 0); code != 200 || body != "ok" {
+				t.Fatalf("GET %d: %d %q, want the fast backend's 200", i, code, body)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("GET %d took %v: the hedge did not win", i, d)
+			}
+		}
+		slowGets := slow.hits.total.Load()
+		if slowGets == 0 {
+			t.Fatal("no first try went to the slow backend")
+		}
+		eventually(t, 5*time.Second, func() bool { return slow.canceled.Load() == slowGets }, "the slow tries canceled")
+		if sent, won := counted(h.gw, countHedge, "u", ""), counted(h.gw, countHedgeWon, "u", ""); sent != uint64(slowGets) || won != sent {
+			t.Errorf("hedges sent %d, won %d; want %d each", sent, won, slowGets)
+		}
+		if fast.total.Load() != n {
+			t.Errorf("the fast backend got %d GETs, want %d (one each)", fast.total.Load(), n)
+		}
+		for _, bi := range h.gw.Backends() {
+			if bi.Ejected || !bi.Eligible {
+				t.Errorf("a lost hedge counted against backend %s: %+v", bi.ID, bi)
+			}
+		}
+		// POSTs go out once.
+		slow.delay = 200 * time.Millisecond
+		before := slow.hits.total.Load() + fast.total.Load()
+		for i := range 4 {
+			if code, _ := sendOne(t, h, "POST", "/hedge", "p"+strconv.Itoa(i), 16); code != 200 {
+				t.Fatalf("POST %d: %d", i, code)
+			}
+		}
+		if got := slow.hits.total.Load() + fast.total.Load() - before; got != 4 {
+			t.Errorf("4 POSTs reached the backends %d times: a POST was hedged", got)
+		}
+	})
+}
+
+// TestHedgesCountAgainstTheBudget: with a budget of no retries at all, no
+// hedge is sent; the refusals are counted.
+func TestHedgesCountAgainstTheBudget(t *testing.T) {
+	slow := &slowBackend{hits: newHits(), delay: 150 * time.Millisecond}
+	uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, slow))
+	uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
+	uc.Retry = retry.Default()
+	uc.Retry.Budget = retry.Budget{Percent: 0, MinConcurrency: 0}
+	h := newHarness(t, uc)
+	for i := range 3 {
+		if code, _ := sendOne(t, h, "GET", "/", strconv.Itoa(i), 0); code != 200 {
+			t.Fatalf("GET: %d", code)
+		}
+	}
+	if slow.hits.total.Load() != 3 || counted(h.gw, countHedge, "u", "") != 0 {
+		t.Errorf("%d tries, %d hedges, with no budget", slow.hits.total.Load(), counted(h.gw, countHedge, "u", ""))
+	}
+	if counted(h.gw, countBudgetExhausted, "u", "") != 3 {
+		t.Errorf("budget exhausted counted %d, want 3", counted(h.gw, countBudgetExhausted, "u", ""))
+	}
+}
+
+// TestPerTryTimeout: per_try_timeout bounds each try's wait for response
+// headers: a GET to a backend that never answers is tried again on the
+// other after it (on = ["reset"]) and answered by it well before the
+// response_header timeout; without a try left, the answer is 504.
+func TestPerTryTimeout(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		for _, scheme := range []string{"http", "https"} {
+			t.Run(scheme, func(t *testing.T) {
+				stall := &slowBackend{hits: newHits(), delay: time.Minute}
+				fast := newHits()
+				var s1, s2 *httptest.Server
+				if scheme == "https" {
+					s1, s2 = newH2Backend(t, stall), newH2Backend(t, okBackend(fast))
+				} else {
+					s1, s2 = newH1Backend(t, stall), newH1Backend(t, okBackend(fast))
+				}
+				uc := staticUpstream("u", "/", s1, s2)
+				uc.Static[0].Weight, uc.Static[1].Weight = 1000, 1
+				uc.ResponseHeaderTimeout = 10 * time.Second
+				uc.Retry = retryOn(2, retry.ConnectFailure, retry.Reset)
+				uc.Retry.PerTryTimeout = 200 * time.Millisecond
+				h := newHarnessOver(t, ingress, uc)
+				start := time.Now()
+				code, body := sendOne(t, h, "GET", "/pt", "1", 0)
+				d := time.Since(start)
+				if stall.hits.total.Load() == 0 {
+					t.Skip("round robin started with the fast backend")
+				}
+				if code != 200 || body != "ok" || d > 2*time.Second || d < 200*time.Millisecond {
+					t.Fatalf("GET: %d %q after %v, want the other backend's 200 after the 200ms try", code, body, d)
+				}
+				// A POST is not retried: 504 once its one try timed out.
+				start = time.Now()
+				code, _ = sendOne(t, h, "POST", "/pt", "2", 8)
+				if fast.of("POST 2") == 0 && (code != 504 || time.Since(start) > 2*time.Second) {
+					t.Fatalf("POST: %d after %v, want 504 after about 200ms", code, time.Since(start))
+				}
+			})
+		}
+	})
+}
+
+// TestRetriedTryStillCountsAgainstItsBackend: every try reports its own
+// outcome to passive health, once: a GET that failed on a closed port and
+// succeeded on its retry ejects the closed backend (consecutive_failures =
+// 1) and counts a success for the other.
+func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
+	good := newHits()
+	uc := staticUpstream("u", "/", newH1Backend(t, okBackend(good)))
+	uc.Static = append(uc.Static, closedPort(t, "closed", "http"))
+	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+	h := newHarness(t, uc)
+	for i := 0; counted(h.gw, countRetry, "u", "connect-failure") == 0; i++ {
+		if i == 20 {
+			t.Fatal("no request went to the closed backend first")
+		}
+		if code, _ := sendOne(t, h, "GET", "/", strconv.Itoa(i), 0); code != 200 {
+			t.Fatalf("GET: %d", code)
+		}
+	}
+	for _, bi := range h.gw.Backends() {
+		switch {
+		case bi.ID == "closed" && (!bi.Ejected || bi.Requests != 1):
+			t.Errorf("the closed backend after its failed try: %+v, want ejected after 1 request", bi)
+		case bi.ID != "closed" && (bi.Ejected || bi.Requests != uint64(good.total.Load())):
+			t.Errorf("the good backend: %+v, want %d requests, not ejected", bi, good.total.Load())
+		}
+	}
+}
