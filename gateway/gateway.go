@@ -192,7 +192,7 @@ type table struct {
 	// limiters count every upstream's requests in flight against its
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
-	attempts   map[*upstream.Upstream]*attemptPolicy // attempts.go
+	attempts map[*upstream.Upstream]*attemptPolicy // attempts.go
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with

@@ -115,7 +115,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	if !ok {
 		return
 	}
-	defer held.release() // once the response is done
+	defer held.release()       // once the response is done
 	b := g.pick(rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return

@@ -135,7 +135,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	u.Timeouts, rungs = buildTimeouts(b, r.Timeouts) // timeouts.go
 	u.Limits = buildUpstreamLimits(b, r.Limits)
 	u.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
-	u.Retry = buildRetry(b, r.Retry) // retry.go
+	u.Retry = buildRetry(b, r.Retry)             // retry.go
 	u.Hedge = buildHedge(b, r.Hedge)
 	if r.Retry != nil && r.Retry.PerTryTimeout != nil && u.Retry.PerTryTimeout > 0 {
 		// A try that may outlast the whole exchange is the same mistake.
