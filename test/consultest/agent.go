@@ -163,7 +163,31 @@ func start(dir string, opts []Option) (*Agent, error) {
 		a.Stop()
 		return nil, fmt.Errorf("consultest: client: %w", err)
 	}
+	if err := a.waitToken(); err != nil {
+		a.Stop()
+		return nil, err
+	}
 	return a, nil
+}
+
+// waitToken waits, with ACLs on, until the leader has created the initial
+// management token: it does so a little after its election, and calls made
+// before get 403 "ACL not found".
+func (a *Agent) waitToken() error {
+	if a.token == "" || a.cfgPath == "" {
+		return nil
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		_, _, err := a.client.ACL().TokenReadSelf(nil)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consultest: the ACL token never became usable: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a process we do not control
+	}
 }
 
 var errPortTaken = errors.New("consultest: a port was taken")
