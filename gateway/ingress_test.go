@@ -204,7 +204,21 @@ func TestProtocolSubsets(t *testing.T) {
 // keeps its address and its open QUIC connections.
 func TestReloadChangesProtocols(t *testing.T) {
 	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
-	h := startHarness(t, ListenerConfig{Protocols: []string{ProtocolH3}}, ProtocolH3, up)
+	// The TCP port of the UDP one's number must stay free until the reload
+	// binds it: an outgoing connection could take it (Apply then fails with
+	// EADDRINUSE, as it should). A listener holds it meanwhile.
+	var h *harness
+	var hold net.Listener
+	for range 5 {
+		h = startHarness(t, ListenerConfig{Protocols: []string{ProtocolH3}}, ProtocolH3, up)
+		var err error
+		if hold, err = net.Listen("tcp", h.gw.Addrs()["test"].String()); err == nil {
+			break
+		}
+	}
+	if hold == nil {
+		t.Fatal("no port free for both UDP and TCP")
+	}
 	lc := ListenerConfig{Name: "test", Address: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}}
 	get := func(c *http.Client) int {
 		resp, err := c.Get(h.base + "/")
@@ -218,6 +232,7 @@ func TestReloadChangesProtocols(t *testing.T) {
 	l := h.gw.listeners["test"]
 	h2 := &http.Client{Transport: clientTransport(ProtocolH2, &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost"})}
 	defer h2.CloseIdleConnections()
+	hold.Close() // just before the reload binds it
 	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
 		t.Fatal(err)
 	}

@@ -334,7 +334,9 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 		}
 		e := fmt.Sprintf("%s at %s: %s", s.method, s.start.Sub(start).Round(time.Millisecond), s.err)
 		if raceEnabled && s.method == http.MethodPost && strings.Contains(s.err, "backend_reset") && slices.ContainsFunc(kills, func(k time.Time) bool {
-			return s.start.Before(k) && s.end.After(k.Add(-time.Millisecond))
+			// k is when Wait returned: under the race detector and a loaded
+			// machine, well after the process died.
+			return s.start.Before(k) && s.end.After(k.Add(-500*time.Millisecond))
 		}) {
 			caught = append(caught, e)
 			continue
