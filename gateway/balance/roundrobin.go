@@ -68,6 +68,7 @@ type rrPicker struct {
 	// while the live algorithm runs; next is the position in it.
 	sched atomic.Pointer[rrSchedule]
 	next  atomic.Uint64
+	skips atomic.Uint64 // picks that skipped some candidates (peek)
 
 	mu      sync.Mutex // guards the live algorithm's state below
 	current []int64    // current weights of the live algorithm
@@ -120,8 +121,14 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// Pick implements Picker.
+// Pick implements Picker. A pick that skips (a retry's or a hedge's) is
+// taken without moving the rotation: it would otherwise shift every later
+// request by one, and with two backends send each first try to the one a
+// retry skipped (the one failing).
 func (p *rrPicker) Pick(_ *http.Request, skip Skip) int {
+	if skip.n > 0 {
+		return p.peek(&skip)
+	}
 	if s := p.sched.Load(); s != nil {
 		m := uint64(len(s.seq))
 		for range len(p.c) {
@@ -138,6 +145,32 @@ func (p *rrPicker) Pick(_ *http.Request, skip Skip) int {
 		}
 	}
 	return p.smooth(&skip)
+}
+
+// peek is a candidate among those skip leaves, chosen without taking a
+// step of the rotation new requests follow: the schedule's (or, without
+// one, the candidates') usable entries in turn from the rotation's
+// position, offset by a count of its own so that retries spread too; -1
+// when none is usable.
+func (p *rrPicker) peek(skip *Skip) int {
+	off := p.skips.Add(1)
+	if s := p.sched.Load(); s != nil {
+		m := uint64(len(s.seq))
+		base := p.next.Load() + off
+		for k := uint64(0); k < m; k++ {
+			if i := int(s.seq[(base+k)%m]); usable(p.c, i, skip) {
+				return i
+			}
+		}
+		return -1
+	}
+	n := uint64(len(p.c))
+	for k := uint64(0); k < n; k++ {
+		if i := int((off + k) % n); usable(p.c, i, skip) {
+			return i
+		}
+	}
+	return -1
 }
 
 // smooth is one step of nginx's smooth weighted round-robin over the

@@ -116,3 +116,27 @@ func contains(s []int, v int) bool {
 	}
 	return false
 }
+
+// TestRoundRobinRetriesKeepTheRotation: a retry's pick (skipping the tried
+// backend) does not move round_robin's rotation, so first tries keep
+// alternating between two backends however many retries happen; with the
+// rotation moved, every first try landed on the backend the retries skip.
+func TestRoundRobinRetriesKeepTheRotation(t *testing.T) {
+	for _, weights := range [][]int{{1, 1}, {5, 5}} {
+		_, cs := fakes(weights...)
+		pk := mustNew(t, policyCase{RoundRobin, Options{}}).Picker(cs)
+		first := map[int]int{}
+		for range 100 { // past rrStableAfter: the precomputed schedule too
+			i := pk.Pick(nil, Skip{})
+			first[i]++
+			var skip Skip
+			skip.Add(i)
+			if j := pk.Pick(nil, skip); j == i || j < 0 {
+				t.Fatalf("retry pick %d after %d", j, i)
+			}
+		}
+		if first[0] != 50 || first[1] != 50 {
+			t.Fatalf("weights %v: first tries %v, want 50 each", weights, first)
+		}
+	}
+}
