@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,4 +268,31 @@ func TestR06ClientLeavesQueue(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, func() bool { return lim.InFlight() == 0 }, "nothing in flight")
 	})
+}
+
+// TestR06OverloadedUploadAnsweredAtOnce: an HTTP/1.1 upload over the limit
+// gets its 503 without sending its body (with and without Expect:
+// 100-continue), as the refusal comes before the body is wrapped.
+func TestR06OverloadedUploadAnsweredAtOnce(t *testing.T) {
+	be := newStallBackend(t)
+	uc := staticUpstream("u", "/", be.srv)
+	uc.MaxRequests = 1
+	h := newHarnessOver(t, ProtocolH1, uc)
+	held := h.getAsync("/slow")
+	eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "the slot held")
+	for _, expect := range []string{"", "Expect: 100-continue\r\n"} {
+		conn, err := tls.Dial("tcp", strings.TrimPrefix(h.base, "https://"), &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(conn, "POST /up HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n"+expect+"\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound, not a wait: the answer comes at once
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Impulse-Error") != "overloaded" {
+			t.Fatalf("%q: %v %v", expect, resp, err)
+		}
+		conn.Close()
+	}
+	be.free(1)
+	checkOK(t, awaitResult(t, held, "held request"), "held request")
 }

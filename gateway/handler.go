@@ -109,13 +109,16 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, up, nil, http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
 		return
 	}
-	settleBody(w, r) // before a backend is picked: it may wait for the body's first byte
-	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
+	// Admission before the body is touched: a refusal goes out at once, and
+	// Go's HTTP/1.1 server sends it without waiting for (or asking with 100
+	// Continue for) a body nobody wrapped yet.
 	held, ok := g.admit(rec, w, up) // concurrency limits (admission.go)
 	if !ok {
 		return
 	}
-	defer held.release()       // once the response is done
+	defer held.release() // once the response is done
+	settleBody(w, r)     // before a backend is picked: it may wait for the body's first byte
+	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
 	b := g.pick(rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return
