@@ -420,10 +420,15 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
 		rec.record(up, b, resp.StatusCode, reasonBodyIdleTimeout)
 		panic(http.ErrAbortHandler)
-	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil:
-		// The exchange's budget is spent, not the backend's health: a
-		// reset (gRPC: DEADLINE_EXCEEDED trailers where it can).
+	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil && rec.grpc != nil:
+		// The exchange's budget is spent, not the backend's health:
+		// DEADLINE_EXCEEDED trailers where it can, else a reset.
 		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonRequestTimeout)
+	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil:
+		// A reset, recorded with the status the client got (as a body_idle
+		// cut is), not against the backend's health.
+		rec.record(up, b, resp.StatusCode, reasonRequestTimeout)
+		panic(http.ErrAbortHandler)
 	case backendErr != nil && r.Context().Err() == nil:
 		t.outcome, t.reason = health.Failure, transport.ReasonBodyFailed
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
