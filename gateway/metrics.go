@@ -293,3 +293,31 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// flushedCount is a counter of the request path that flush hands to
+// go-metrics as deltas: one atomic add per event; flushMu guards touched
+// (when its series was last emitted).
+type flushedCount struct {
+	n, flushed atomic.Uint64
+	touched    time.Time
+}
+
+// due is what a flush at now does with c: the delta to emit (emit), or
+// nothing, or (forget) drop the series of an upstream that is gone (live
+// false) once idle for forgetAfter. An idle series of a live upstream is
+// emitted with 0 every touchEvery, so it stays (see flush). flushMu is held.
+func (c *flushedCount) due(now time.Time, live bool) (d uint64, emit, forget bool) {
+	n := c.n.Load()
+	d = n - c.flushed.Load()
+	if d == 0 {
+		if !live {
+			return 0, false, now.Sub(c.touched) > forgetAfter
+		}
+		if now.Sub(c.touched) < touchEvery {
+			return 0, false, false
+		}
+	}
+	c.flushed.Store(n)
+	c.touched = now
+	return d, true, false
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-metrics"
@@ -130,10 +129,7 @@ type rateLimitedKey struct{ listener, upstream, scope string }
 
 // rateLimitedCount is one series' count, the part flushed, and when it was
 // last handed to go-metrics (flushMu guards touched).
-type rateLimitedCount struct {
-	n, flushed atomic.Uint64
-	touched    time.Time
-}
+type rateLimitedCount = flushedCount
 
 // rateLimited counts one refusal: one atomic add, as request does, so a
 // flood of refused requests costs little.
@@ -152,21 +148,13 @@ func (gm *gatewayMetrics) rateLimited(listener, upstream, scope string) {
 func (gm *gatewayMetrics) flushRateLimited(now time.Time, live func(upstream string) bool) {
 	gm.rateLimits.Range(func(k, v any) bool {
 		key, c := k.(rateLimitedKey), v.(*rateLimitedCount)
-		n := c.n.Load()
-		d := n - c.flushed.Load()
-		if d == 0 {
-			switch {
-			case !live(key.upstream):
-				if now.Sub(c.touched) > forgetAfter {
-					gm.rateLimits.Delete(k)
-				}
-				return true
-			case now.Sub(c.touched) < touchEvery:
-				return true
-			}
+		d, emit, forget := c.due(now, live(key.upstream))
+		if forget {
+			gm.rateLimits.Delete(k)
 		}
-		c.flushed.Store(n)
-		c.touched = now
+		if !emit {
+			return true
+		}
 		gm.m.IncrCounterWithLabels(metricRateLimited, float32(d), []metrics.Label{
 			{Name: "listener", Value: key.listener}, {Name: "upstream", Value: key.upstream}, {Name: "scope", Value: key.scope},
 		})

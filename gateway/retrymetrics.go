@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-metrics"
@@ -35,10 +34,7 @@ const (
 
 // attemptCount is one attemptKey's count, the part flushed, and when it
 // was last handed to go-metrics (flushMu guards touched).
-type attemptCount struct {
-	n, flushed atomic.Uint64
-	touched    time.Time
-}
+type attemptCount = flushedCount
 
 // count adds one to key's counter: an atomic add once the key exists. Only
 // retries and hedges pay for it.
@@ -78,21 +74,13 @@ func (gm *gatewayMetrics) hedge(upstream string, won bool) {
 func (gm *gatewayMetrics) flushAttempts(now time.Time, live func(upstream string) bool) {
 	gm.attemptCounts.Range(func(k, v any) bool {
 		key, c := k.(attemptKey), v.(*attemptCount)
-		n := c.n.Load()
-		d := n - c.flushed.Load()
-		if d == 0 {
-			switch {
-			case !live(key.upstream):
-				if now.Sub(c.touched) > forgetAfter {
-					gm.attemptCounts.Delete(k)
-				}
-				return true
-			case now.Sub(c.touched) < touchEvery:
-				return true
-			}
+		d, emit, forget := c.due(now, live(key.upstream))
+		if forget {
+			gm.attemptCounts.Delete(k)
 		}
-		c.flushed.Store(n)
-		c.touched = now
+		if !emit {
+			return true
+		}
 		labels := []metrics.Label{{Name: "upstream", Value: key.upstream}}
 		if key.metric == countRetry {
 			labels = append(labels, metrics.Label{Name: "reason", Value: key.reason})
