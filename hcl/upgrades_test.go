@@ -23,3 +23,12 @@ func TestRouteUpgrades(t *testing.T) {
 		t.Errorf("upgrades %q", got)
 	}
 }
+
+// TestRouteUpgradesVersionedWebSocket: "websocket/13" is accepted (a valid
+// protocol) with a warning, since no WebSocket client sends it.
+func TestRouteUpgradesVersionedWebSocket(t *testing.T) {
+	cfg := mustParse(t, testListener+strings.Replace(testUpstream, "route {}", "route {\n upgrades = [\"websocket/13\"]\n}", 1))
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0].Detail, "matches no WebSocket client") {
+		t.Fatalf("warnings %v", cfg.Warnings)
+	}
+}

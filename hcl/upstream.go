@@ -178,6 +178,12 @@ func buildRoute(b blk, r *rawRoute) Route {
 			return ""
 		}) {
 			rt.Upgrades = append(rt.Upgrades, strings.ToLower(u))
+			if name, _, versioned := strings.Cut(u, "/"); versioned && strings.EqualFold(name, "websocket") {
+				// RFC 6455 §4.1: clients send "Upgrade: websocket", the version
+				// goes in Sec-WebSocket-Version.
+				b.add(hcl2.DiagWarning, b.subject(r.Upgrades), "Upgrade never sent",
+					b.field(r.Upgrades.Name)+fmt.Sprintf(": %q matches no WebSocket client (they send \"Upgrade: websocket\", and the version in Sec-WebSocket-Version); use \"websocket\".", u))
+			}
 		}
 	}
 	return rt
