@@ -139,7 +139,8 @@ func (g *Gateway) hedged(rec recorder, w http.ResponseWriter, r *http.Request, u
 				retryTo, retryCond = next, cond
 				backoff = time.NewTimer(p.Wait(tries-1, rand.Uint64()))
 				backoffC = backoff.C
-			case t.err == nil || len(h.running) == 0 && backoffC == nil:
+			case len(h.running) == 0 && backoffC == nil,
+				t.err == nil && p.On&cond == 0: // a 5xx in `on` is a failure: a running try may still answer
 				final = t // the first answer, or the last failure
 			default:
 				h.end(t, false) // failed; other tries go on

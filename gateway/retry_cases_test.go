@@ -486,3 +486,24 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgeFailedAnswerWaitsForARunningTry: a hedge copy's 503 that the
+// retry policy covers (on = ["503"]) is a failure, not the first answer:
+// with the retries spent, the gateway waits for the slow first try's 200
+// instead of relaying the 503 and canceling it.
+func TestHedgeFailedAnswerWaitsForARunningTry(t *testing.T) {
+	slow := &slowBackend{hits: newHits(), delay: 300 * time.Millisecond}
+	busy := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	uc := staticUpstream("u", "/", newH1Backend(t, slow), busy)
+	uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
+	uc.Retry = retry.Default()
+	uc.Retry.On |= retry.Status503
+	h := newHarnessOver(t, ProtocolH3, uc)
+	for i := range 6 {
+		if code, body := sendOne(t, h, "GET", "/hedge", strconv.Itoa(i), 0); code != 200 || body != "slow" {
+			t.Fatalf("GET %d: %d %q, want the slow backend's 200", i, code, body)
+		}
+	}
+}
