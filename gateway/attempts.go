@@ -404,6 +404,7 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	idle := watchBodyIdle(resp, uc.bodyIdleTimeout()) // timeouts.go
 	defer idle.release(resp)
 	rec.grpc.watch(resp)
+	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
 	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:

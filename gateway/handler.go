@@ -34,7 +34,8 @@ import (
 // reset, where they can.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start)}
+	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start),
+		requestID: requestIDOf(r)} // before anything answers: every answer carries it (requestid.go)
 	tbl := g.table.Load()
 	lim := g.limitsFor(listener)
 	if len(r.RequestURI) > lim.MaxURIBytes {
@@ -140,6 +141,26 @@ type recorder struct {
 	// attempts is how many tries the request made (retries and hedges
 	// included; 0: none, answered before a backend was picked).
 	attempts int
+	// requestID is the request's x-request-id as a field value slice of
+	// one entry, shared with r.Header (requestIDOf): sent to the backend,
+	// set on every answer (setRequestID) and logged.
+	requestID []string
+}
+
+// id is the request's ID ("" for a recorder not made by serve).
+func (rec recorder) id() string {
+	if len(rec.requestID) == 0 {
+		return ""
+	}
+	return rec.requestID[0]
+}
+
+// setRequestID sets the request's ID on response header h, replacing a
+// backend's own x-request-id: the client sees the ID its backend got.
+func (rec recorder) setRequestID(h http.Header) {
+	if rec.requestID != nil {
+		h[requestIDField] = rec.requestID
+	}
 }
 
 // clientBodyFailed ends a request whose body the client did not deliver,
@@ -195,6 +216,7 @@ func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upst
 		rec.record(up, b, status, reason)
 		panic(http.ErrAbortHandler)
 	}
+	rec.setRequestID(w.Header())
 	if isGRPC(rec.r.Header) {
 		writeGRPCError(w, status, reason)
 		rec.record(up, b, status, reason)
@@ -227,7 +249,7 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		g.metrics.grpcRequest(rec.listener, protocolOf(r), upName, status, grpcStatus)
 	}
 	if g.log.IsDebug() {
-		args := []any{"method", r.Method, "host", r.Host, "path", r.URL.Path,
+		args := []any{"request_id", rec.id(), "method", r.Method, "host", r.Host, "path", r.URL.Path,
 			"status", status, "reason", reason, "upstream", upName, "backend", backendID,
 			"duration_ms", float64(elapsed.Microseconds()) / 1000, "remote", r.RemoteAddr}
 		if grpcStatus != "" {

@@ -51,7 +51,7 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 				// response. Idle ones go at idle_timeout.
 				w.Header()["Connection"] = []string{"close"}
 			}
-			if !adaptTCP(recorder{g: g, listener: l.name, r: r, start: time.Now()}, w, r) {
+			if !adaptTCP(recorder{g: g, listener: l.name, r: r, start: time.Now(), requestID: requestIDOf(r)}, w, r) {
 				return
 			}
 			l.handler.ServeHTTP(w, r)

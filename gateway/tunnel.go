@@ -92,6 +92,7 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		if resp.StatusCode >= 500 {
 			outcome, failReason = health.Failure, "status "+resp.Status
 		}
+		rec.setRequestID(resp.Header)
 		if _, cerr := copyResponse(w, resp, r.ProtoMajor); cerr != nil {
 			rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
 			return
@@ -107,6 +108,7 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	t := &tunnel{g: g, ws: ws, backend: backend, body: r.Body, proto: protocolOf(r)}
+	rec.setRequestID(resp.Header) // answer copies it: the 101 or 200 carries the gateway's ID
 	status, err := t.answer(w, r, resp, tr)
 	if err != nil {
 		backend.Close()
