@@ -24,9 +24,10 @@ func buildControl(top blk, r *rawControl) Control {
 		b.errorf(r.Address, "", "Invalid address", "%s.", why)
 		addrOK = false
 	}
-	c.TokenFile = b.file(r.TokenFile)
+	var tokenOK bool
+	c.TokenFile, tokenOK = b.fileOK(r.TokenFile)
 	c.TokenFileRange = rangeOf(r.TokenFile)
-	if c.TokenFile != "" {
+	if tokenOK { // never read a device or FIFO: /dev/zero would not end
 		// Never fail open: an empty token would switch authentication off.
 		if data, err := os.ReadFile(c.TokenFile); err == nil {
 			if _, err := ParseToken(data); err != nil {

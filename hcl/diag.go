@@ -1,9 +1,11 @@
 package hcl
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
 )
@@ -60,4 +62,70 @@ func FormatDiagnostics(w io.Writer, files map[string]*hcl2.File, diags hcl2.Diag
 // WriteDiagnostics is FormatDiagnostics with the sources this Loader read.
 func (l *Loader) WriteDiagnostics(w io.Writer, diags hcl2.Diagnostics, width uint, color bool) error {
 	return FormatDiagnostics(w, l.Files(), diags, width, color)
+}
+
+// clampRanges replaces each diagnostic range that does not lie in its file
+// (bytes past the end, or a line and column that are not where its byte
+// offset is) with the same bytes, clamped to the file, at their true
+// positions, widened to whole characters: file:line:column always names a
+// place in the input. hcl's JSON parser reports an unterminated string one
+// byte past the end (the file `"` gets bytes 1..2 of 1), a string running
+// over a line break on the line it started, and an invalid character by its
+// first byte only (all found by FuzzParse). Ranges are copied, never changed in
+// place: they may be shared with the syntax tree.
+func clampRanges(diags hcl2.Diagnostics, files map[string]*hcl2.File) {
+	for _, d := range diags {
+		for _, r := range []**hcl2.Range{&d.Subject, &d.Context} {
+			if *r == nil {
+				continue
+			}
+			f := files[(*r).Filename]
+			if f == nil || rangeIn(**r, f.Bytes) {
+				continue
+			}
+			c := **r
+			src := f.Bytes
+			end := min(max(c.End.Byte, 0), len(src))
+			start := min(max(c.Start.Byte, 0), end)
+			for start > 0 && start < len(src) && !utf8.RuneStart(src[start]) {
+				start--
+			}
+			for end < len(src) && !utf8.RuneStart(src[end]) {
+				end++
+			}
+			c.Start, c.End = posAt(src, start), posAt(src, end)
+			*r = &c
+		}
+	}
+}
+
+// rangeIn reports whether r's offsets are ordered and inside src, each
+// end's line is the one its offset is on, its column within that line, and
+// (in UTF-8 text) the offset starts a character.
+func rangeIn(r hcl2.Range, src []byte) bool {
+	if r.Start.Byte < 0 || r.Start.Byte > r.End.Byte || r.End.Byte > len(src) {
+		return false
+	}
+	text := utf8.Valid(src)
+	for _, p := range []hcl2.Pos{r.Start, r.End} {
+		if text && p.Byte < len(src) && !utf8.RuneStart(src[p.Byte]) {
+			return false
+		}
+		lineStart := bytes.LastIndexByte(src[:p.Byte], '\n') + 1
+		if p.Line != bytes.Count(src[:p.Byte], []byte("\n"))+1 || p.Column < 1 || p.Column > p.Byte-lineStart+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// posAt is the position of byte offset off (0..len(src)) of src: lines
+// counted from 1, columns in characters from 1.
+func posAt(src []byte, off int) hcl2.Pos {
+	lineStart := bytes.LastIndexByte(src[:off], '\n') + 1
+	return hcl2.Pos{
+		Line:   bytes.Count(src[:off], []byte("\n")) + 1,
+		Column: utf8.RuneCount(src[lineStart:off]) + 1,
+		Byte:   off,
+	}
 }

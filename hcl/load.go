@@ -222,6 +222,9 @@ func (l *Loader) finish(m *merger, files []string, diags hcl2.Diagnostics) (*Con
 			Subject: &r,
 		})
 	}
+	if l.parser != nil {
+		clampRanges(diags, l.parser.Files())
+	}
 	sortDiagnostics(diags, files)
 	if diags.HasErrors() {
 		return nil, diags
