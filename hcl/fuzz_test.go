@@ -1,13 +1,13 @@
 package hcl
 
 import (
-	"fmt"
-	"time"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	hcl2 "github.com/hashicorp/hcl/v2"
