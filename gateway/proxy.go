@@ -26,10 +26,13 @@ var hopHeaders = []string{
 // Connection, from h in place. Early-Data stays even when listed: it is
 // never connection-specific and an intermediary must not remove it
 // (RFC 8470 §5.1), so the gateway's own mark cannot be struck that way.
+// Nor can x-request-id, the gateway's own on every try (requestid.go): a
+// client's "Connection: x-request-id" kept it from the backend
+// (FuzzOutgoingHeaders).
 func removeHopHeaders(h http.Header) {
 	for _, v := range h["Connection"] {
 		for _, f := range strings.Split(v, ",") {
-			if f = textproto.TrimString(f); f != "" && !strings.EqualFold(f, "Early-Data") {
+			if f = textproto.TrimString(f); f != "" && !strings.EqualFold(f, "Early-Data") && !strings.EqualFold(f, requestIDField) {
 				h.Del(f)
 			}
 		}

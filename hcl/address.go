@@ -197,7 +197,14 @@ func normalizeRouteHost(s string) (string, string) {
 	if s == "" {
 		return "", ""
 	}
-	h := strings.ToLower(s)
+	// ASCII case only, as the route table folds it: strings.ToLower would
+	// accept the Kelvin sign (U+212A) as "k".
+	h := strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 	if scheme, rest, ok := strings.Cut(h, "://"); ok {
 		return "", fmt.Sprintf("%q: host must not include a scheme (%s://); the route matches the request's host only, as in %q", s, scheme, strings.SplitN(rest, "/", 2)[0])
 	}

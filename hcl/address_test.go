@@ -148,6 +148,8 @@ func TestNormalizeRouteHost(t *testing.T) {
 		{"example.com:443", "", false},
 		{"exa mple.com", "", false},
 		{"example.com.", "", false},
+		{"\u212a.example.com", "", false}, // the Kelvin sign is no "k" (ASCII case only, as routes match)
+		{"*.\u212a.example.com", "", false},
 	}
 	for _, tt := range tests {
 		got, why := normalizeRouteHost(tt.in)

@@ -89,7 +89,9 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		}
 		prefix, _ := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
 		r := &Route[T]{Definition: d, Target: target, prefix: prefix}
-		h := strings.TrimSuffix(strings.ToLower(d.Host), ".")
+		// ASCII case only, as Match folds it: strings.ToLower would turn
+		// "\xb0" into U+FFFD and the Kelvin sign into "k" (FuzzMatch).
+		h := strings.TrimSuffix(lowerASCII(d.Host), ".")
 		switch {
 		case h == "":
 			r.kind = hostAny
@@ -227,10 +229,22 @@ func normalizeHost(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
 		h = h[:i]
 	}
-	h = strings.TrimSuffix(h, ".")
+	return lowerASCII(strings.TrimSuffix(h, "."))
+}
+
+// lowerASCII lower-cases the ASCII letters of h (host names compare
+// case-insensitively in ASCII only, RFC 4343 §3), allocating only when h
+// has upper-case letters; other bytes stay as they are.
+func lowerASCII(h string) string {
 	for i := 0; i < len(h); i++ {
 		if c := h[i]; 'A' <= c && c <= 'Z' {
-			return strings.ToLower(h)
+			b := []byte(h)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; 'A' <= c && c <= 'Z' {
+					b[j] = c + 'a' - 'A'
+				}
+			}
+			return string(b)
 		}
 	}
 	return h

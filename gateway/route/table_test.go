@@ -184,3 +184,24 @@ func TestRouteID(t *testing.T) {
 		t.Errorf("distinct routes share ID %q", other)
 	}
 }
+
+// TestHostCaseASCII: hosts fold ASCII case only, alike in Build and Match:
+// a definition's non-ASCII byte stays itself (strings.ToLower made U+FFFD
+// of it, so no request could match; FuzzMatch) and the Kelvin sign is no
+// "k".
+func TestHostCaseASCII(t *testing.T) {
+	tbl, err := Build([]Definition{{Upstream: "b", Host: "\xb0.Example.COM", PathPrefix: "/"}, {Upstream: "k", Host: "\u212a.example.com", PathPrefix: "/"}},
+		map[string]string{"b": "b", "k": "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tbl.Match("\xb0.example.com", "/", "GET"); r == nil || r.Target != "b" {
+		t.Errorf("\\xb0.example.com: %v, want b", r)
+	}
+	if r := tbl.Match("\xd0.example.com", "/", "GET"); r != nil {
+		t.Errorf("\\xd0.example.com: %v, want no route", r)
+	}
+	if r := tbl.Match("k.example.com", "/", "GET"); r != nil {
+		t.Errorf("k.example.com: %v, want no route (the definition is the Kelvin sign)", r)
+	}
+}
