@@ -95,7 +95,7 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		switch {
 		case h == "":
 			r.kind = hostAny
-		case strings.HasPrefix(h, "*."):
+		case strings.HasPrefix(h, "*.") && !strings.Contains(h[2:], "*"): // "*.*" too was taken (FuzzMatch)
 			r.kind, r.host = hostWildcard, h[1:]
 		case strings.Contains(h, "*"):
 			return nil, fmt.Errorf("route: upstream %q: host %q: only a leading \"*.\" wildcard is allowed", d.Upstream, d.Host)

@@ -74,6 +74,8 @@ func TestBuildErrors(t *testing.T) {
 		{"unknown upstream", []Definition{{Upstream: "nope", PathPrefix: "/"}}},
 		{"no slash", []Definition{{Upstream: "a", PathPrefix: "api"}}},
 		{"inner wildcard", []Definition{{Upstream: "a", Host: "a.*.com", PathPrefix: "/"}}},
+		{"second wildcard", []Definition{{Upstream: "a", Host: "*.*", PathPrefix: "/"}}},      // FuzzMatch
+		{"wildcard inside", []Definition{{Upstream: "a", Host: "*.a*.com", PathPrefix: "/"}}}, // FuzzMatch
 		{"duplicate", []Definition{{Upstream: "a", PathPrefix: "/"}, {Upstream: "b", PathPrefix: "/"}}},
 	}
 	for _, c := range cases {
