@@ -30,13 +30,25 @@ var errNoHTTP2 = errors.New("client does not offer h2 and this listener does not
 // startTCP serves HTTP/1.1 and HTTP/2 over TLS on ln in the background,
 // with the server settings of lim (resolved).
 func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
+	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim, server: l.tcpServer(lim)}
+	l.g.metrics.connDelta(true, l.name, 0)
+	go func() {
+		defer close(t.done)
+		if err := t.server.ServeTLS(newLimitListener(ln, l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.g.log.Error("listener stopped", "listener", l.name, "protocol", "tcp", "error", err)
+		}
+	}()
+	return t
+}
+
+// tcpServer is the net/http Server of the listener's TCP ingress, with the
+// server settings of lim (resolved). FuzzIngress serves it without TLS.
+func (l *listener) tcpServer(lim Limits) *http.Server {
 	g := l.g
-	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim}
-	g.metrics.connDelta(true, l.name, 0)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true) // which one a connection gets is ALPN's choice (tls.tcp.NextProtos)
-	t.server = &http.Server{
+	return &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v := l.altSvc.Load(); v != nil {
 				// The gateway's own, set before the pipeline; copyResponse
@@ -94,13 +106,6 @@ func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 			}
 		},
 	}
-	go func() {
-		defer close(t.done)
-		if err := t.server.ServeTLS(newLimitListener(ln, l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			g.log.Error("listener stopped", "listener", l.name, "protocol", "tcp", "error", err)
-		}
-	}()
-	return t
 }
 
 // shutdown stops accepting, sends GOAWAY on HTTP/2 connections and closes
