@@ -195,6 +195,7 @@ func FuzzIngress(f *testing.F) {
 		"GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n",
 		"GET / HTTP/1.1\nHost: a\nX: y\n\n",
 		"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
 		"HEAD / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
 	} {
 		f.Add(byte(0), []byte(s))
