@@ -33,14 +33,15 @@ const (
 // ingressHarness is a gateway whose TCP ingress server (tcpServer: the
 // adapter, limits and handler of a real listener) serves in-memory
 // connections without TLS: HTTP/1.1, and HTTP/2 with prior knowledge, so
-// the fuzzer's bytes are what the parsers see. Its one route leads to a
-// strictBackend.
+// the fuzzer's bytes are what the parsers see. /h2c leads to a
+// strictH2Backend, every other path to a strictBackend.
 type ingressHarness struct {
 	gw  *Gateway
 	l   *listener
 	srv *http.Server
 	ln  *connListener
-	be  *strictBackend
+	be  *strictBackend   // HTTP/1.1, every path but /h2c
+	be2 *strictH2Backend // h2c, /h2c
 
 	mu     sync.Mutex
 	panics []string // what net/http logged as a handler panic
@@ -65,10 +66,18 @@ func newIngressHarness(f *testing.F) *ingressHarness {
 	if err != nil {
 		f.Fatal(err)
 	}
+	be2, err := newStrictH2Backend()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(be2.close)
 	uc := UpstreamConfig{Config: upstream.Config{Name: "strict", ResponseHeaderTimeout: 5 * time.Second},
 		Routes: []RouteConfig{{PathPrefix: "/"}},
 		Static: []upstream.Spec{{ID: "0", Scheme: "http", Host: "127.0.0.1", Port: be.ln.Addr().(*net.TCPAddr).Port, Weight: 1}}}
-	gw, err := New(Config{Upstreams: []UpstreamConfig{uc}})
+	uc2 := UpstreamConfig{Config: upstream.Config{Name: "strict-h2c", ResponseHeaderTimeout: 5 * time.Second},
+		Routes: []RouteConfig{{PathPrefix: "/h2c"}},
+		Static: []upstream.Spec{{ID: "0", Scheme: "h2c", Host: "127.0.0.1", Port: be2.ln.Addr().(*net.TCPAddr).Port, Weight: 1}}}
+	gw, err := New(Config{Upstreams: []UpstreamConfig{uc, uc2}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -77,7 +86,7 @@ func newIngressHarness(f *testing.F) *ingressHarness {
 	if err := gw.Start(context.Background(), []ListenerConfig{lc}); err != nil {
 		f.Fatal(err)
 	}
-	h := &ingressHarness{gw: gw, be: be, ln: newConnListener()}
+	h := &ingressHarness{gw: gw, be: be, be2: be2, ln: newConnListener()}
 	gw.mu.Lock()
 	h.l = gw.listeners["fuzz"]
 	gw.mu.Unlock()
@@ -136,6 +145,9 @@ func (h *ingressHarness) exchange(t *testing.T, input []byte) []byte {
 	if problems, _ := h.be.take(); len(problems) > 0 {
 		t.Fatalf("the backend got a malformed request from input %q:\n%s", input, strings.Join(problems, "\n"))
 	}
+	if problems := h.be2.take(); len(problems) > 0 {
+		t.Fatalf("the h2c backend got a malformed request from input %q:\n%s", input, strings.Join(problems, "\n"))
+	}
 	return c.output()
 }
 
@@ -177,7 +189,8 @@ func h2Request(fields string, body []byte) []byte {
 // body), HPACK-encoded whatever the names and values. Whatever the client
 // sends, no handler panics or hangs (the connection ends and every
 // handler returns within ingressHang of the client hanging up), and every
-// request that reaches the backend is well-formed (strictBackend).
+// request that reaches a backend is well-formed (strictBackend for
+// HTTP/1.1, strictH2Backend for h2c under /h2c).
 func FuzzIngress(f *testing.F) {
 	for _, s := range []string{
 		"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n",
@@ -197,6 +210,8 @@ func FuzzIngress(f *testing.F) {
 		"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
 		"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
 		"HEAD / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+		"POST /h2c/p HTTP/1.1\r\nHost: a.example\r\nTE: trailers\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status\r\n\r\n3\r\nabc\r\n0\r\ngrpc-status: 0\r\n\r\n",
+		"GET /h2c/ws HTTP/1.1\r\nHost: a.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
 	} {
 		f.Add(byte(0), []byte(s))
 	}
@@ -207,6 +222,7 @@ func FuzzIngress(f *testing.F) {
 		{":method: GET\n:scheme: https\n:authority: a.example\n:path: /x\nconnection: close\nx-a: b\r\nc", ""},
 		{":method: GET\n:scheme: http\n:path: //a/../../b\nhost: a.example\ncookie: a=1\ncookie: b=2\nX-Upper: 1", ""},
 		{":method: GET\n:scheme: https\n:authority: a.example\n:path: *", ""},
+		{":method: POST\n:scheme: https\n:authority: a.example\n:path: /h2c/x\ncontent-type: application/grpc\nte: trailers\ngrpc-timeout: 1S", "\x00\x00\x00\x00\x00"},
 	} {
 		f.Add(byte(2), []byte(s.fields+"\n\n"+s.body))
 		f.Add(byte(1), h2Request(s.fields, []byte(s.body))[len(http2.ClientPreface):])
