@@ -106,6 +106,12 @@ func TestPathNormalisationRouting(t *testing.T) {
 		{"encoded CR LF", pathnorm.PathOptions{}, "/api/a%0d%0aX-Injected:%201", "", ""},
 		{"forward as sent", forwardAsSent, "/api/../admin", "admin", "/api/../admin"},
 		{"forward as sent, clean", forwardAsSent, "/api/%7eu", "api", "/api/%7eu"},
+		// Go's url.URL re-encodes a whole path with a byte it must escape
+		// from the decoded form: "!" became "%21", "%2F" a slash
+		// (FuzzNormalizeTarget). Only that byte is encoded now.
+		{"forward as sent, a quote", forwardAsSent, "/api/!x\"", "api", "/api/!x%22"},
+		{"forward as sent, keep, a quote", pathnorm.PathOptions{ForwardAsSent: true, EscapedSlashes: pathnorm.EscapedSlashesKeep},
+			"/api%2F..%2Fadmin\"", "root", "/api%2F..%2Fadmin%22"},
 		{"merge", merge, "//api//x", "api", "/api/x"},
 		{"merge, then dots", merge, "/api//../admin", "admin", "/admin"},
 		{"keep", keep, "/api/..%2fadmin", "api", "/api/..%2Fadmin"},

@@ -94,10 +94,10 @@ func validPort(p string) bool {
 }
 
 // normalizeTarget returns the normalised path of r's request-target
-// (pathnorm.NormalizePath with o) for matching and, unless o.ForwardAsSent,
-// rewrites r.URL so that the normalised path is what the backend receives.
-// "*" (OPTIONS, RFC 9110 §9.3.7) is returned as is. The query is never
-// touched. Errors wrap pathnorm.ErrInvalidPath.
+// (pathnorm.NormalizePath with o) for matching and rewrites r.URL so that
+// the backend receives the normalised path or, with o.ForwardAsSent, the
+// path as sent (sentPath). "*" (OPTIONS, RFC 9110 §9.3.7) is returned as
+// is. The query is never touched. Errors wrap pathnorm.ErrInvalidPath.
 func normalizeTarget(r *http.Request, o *pathnorm.PathOptions) (string, error) {
 	raw := r.RequestURI
 	switch i := strings.IndexByte(raw, '?'); {
@@ -110,17 +110,55 @@ func normalizeTarget(r *http.Request, o *pathnorm.PathOptions) (string, error) {
 		return raw, nil
 	}
 	norm, err := pathnorm.NormalizePath(raw, *o)
-	if err != nil || o.ForwardAsSent || norm == raw {
+	if err != nil {
 		return norm, err
 	}
+	fwd := norm
+	if o.ForwardAsSent {
+		fwd = sentPath(raw)
+	}
+	if fwd == raw {
+		// Nothing a path may not hold raw: Go sends r.URL as received.
+		return norm, nil
+	}
 	u := *r.URL
-	u.RawPath = norm
-	u.Path, err = url.PathUnescape(norm)
-	if err != nil { // unreachable: NormalizePath writes only valid escapes
+	u.RawPath = fwd
+	u.Path, err = url.PathUnescape(fwd)
+	if err != nil { // unreachable: NormalizePath has checked every escape
 		return "", err
 	}
 	r.URL = &u
 	return norm, nil
+}
+
+// sentPath is the path raw (valid escapes, no control byte, space or "#")
+// as the backend gets it when forwarded as sent: unchanged but for the
+// bytes a path may not hold raw (RFC 3986 §3.3: `"<>\^{|}`, the backquote,
+// non-ASCII), percent-encoded. Go's url.URL would otherwise re-encode the
+// whole path from its decoded form once one such byte appears, decoding
+// "%2F" into a slash and encoding "!" (FuzzNormalizeTarget): a backend
+// would then see segments and a route the gateway never matched. Returns
+// raw itself when nothing needs encoding.
+func sentPath(raw string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < 0x80 && c != '\\' && strings.IndexByte("\"<>^`{|}", c) < 0 {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(raw)+8), raw[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	if b == nil {
+		return raw
+	}
+	return string(b)
 }
 
 // malformed answers a malformed request (RFC 9114 §4.1.2) with a stream
