@@ -191,7 +191,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	tlsCfg.InsecureSkipVerify = tlsCfg.InsecureSkipVerify || cfg.TLS.InsecureSkipVerify
 	transport := cleanhttp.DefaultPooledTransport()
-	hc := &http.Client{Transport: transport, Timeout: RequestTimeout(cfg.Wait)}
+	// Consul's API never redirects, and http.Client would follow one with
+	// X-Consul-Token (only its own auth fields are dropped across hosts):
+	// a redirect is an answer, failed as any other non-200.
+	hc := &http.Client{Transport: transport, Timeout: RequestTimeout(cfg.Wait),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	if transport.TLSClientConfig, err = api.SetupTLSConfig(&tlsCfg); err != nil {
 		return nil, fmt.Errorf("discovery: tls: %w", err)
 	}

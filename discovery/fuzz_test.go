@@ -47,11 +47,6 @@ func parseFuzzReplies(data []byte) []fuzzReply {
 				rep.header.Add(k, strings.TrimSpace(v))
 			}
 		}
-		if rep.status/100 == 3 {
-			// Consul never redirects; http.Client would follow one and ask
-			// for the next reply out of turn.
-			rep.header.Del("Location")
-		}
 		out = append(out, rep)
 	}
 	return out
@@ -187,6 +182,7 @@ func FuzzWatch(f *testing.F) {
 		f.Add([]byte(rep("500", "9", "No cluster leader")+"\n===\n"+rep("200", "9", body)+"\n===\n0\n\n"), catalog)
 		f.Add([]byte(rep("200", "x", body)+"\n===\n"+rep("200", "18446744073709551615", body)+"\n===\n"+rep("200", "-1", "{")), catalog)
 		f.Add([]byte("200\nX-Consul-Index: 3\nX-Consul-LastContact: 1\nX-Consul-Results-Filtered-By-ACLs: true\n\n[]\n===\n403\n\nACL not found"), catalog)
+		f.Add([]byte("307\nLocation: http://elsewhere.test/v1/health/service/web\n\n===\n"+rep("200", "2", body)), catalog)
 		f.Add([]byte(rep("200", "4", `[{"Node":null},{"Node":{},"Service":{"ID":"a","Weights":{"Passing":0}},"Checks":[{"Status":"warning"},{"CheckID":"_node_maintenance","Status":"passing"}]}] trailing`)), catalog)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, catalog bool) {
