@@ -21,7 +21,7 @@ import (
 // client (RFC 9110 §7.6.1, RFC 9113 §8.2.2, RFC 9114 §4.2), canonical.
 var connectionSpecific = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Te", "Trailer",
-	"Proxy-Authorization", "Proxy-Authenticate",
+	"Proxy-Authorization", "Proxy-Authenticate", "Http2-Settings",
 }
 
 // gatewayFields are set by the gateway itself after the client's fields are
@@ -38,8 +38,8 @@ var gatewayFields = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarde
 //   - no name or value the backend's parser would refuse, and no CR, LF or
 //     NUL, in the map or on the HTTP/1.1 wire;
 //   - no connection-specific field: Connection, Keep-Alive,
-//     Proxy-Connection, Transfer-Encoding, Trailer and the proxy
-//     authentication fields never; Upgrade and "Connection: Upgrade" only
+//     Proxy-Connection, Transfer-Encoding, Trailer, HTTP2-Settings and the
+//     proxy authentication fields never; Upgrade and "Connection: Upgrade" only
 //     on a tunnel's handshake, with the client's protocol; TE only
 //     "trailers" and only to an HTTP/2 backend;
 //   - no field the client named in Connection, but the gateway's own

@@ -17,9 +17,11 @@ import (
 
 // hopHeaders are connection-specific fields that a proxy must not forward
 // (RFC 9110 §7.6.1); HTTP/3 forbids them outright (RFC 9114 §4.2).
+// HTTP2-Settings goes with an h2c upgrade (RFC 7540 §3.2.1), whether or not
+// Connection names it (FuzzIngress found it forwarded alone).
 var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
 }
 
 // removeHopHeaders deletes hop-by-hop fields, including those listed in
