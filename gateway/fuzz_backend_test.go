@@ -107,7 +107,7 @@ func (b *strictBackend) serve(c net.Conn) {
 	tr := &teeReader{r: bufio.NewReaderSize(c, 64<<10)}
 	for {
 		tr.raw = tr.raw[:0]
-		upgrade, err := b.request(tr, c)
+		upgrade, head, err := b.request(tr, c)
 		switch {
 		case err == io.EOF || errors.Is(err, errBroken):
 			return
@@ -125,89 +125,99 @@ func (b *strictBackend) serve(c net.Conn) {
 			io.Copy(io.Discard, c) // the tunnel, until the gateway closes it
 			return
 		}
-		if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+		answer := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+		if head {
+			answer = strings.TrimSuffix(answer, "ok")
+		}
+		if _, err := io.WriteString(c, answer); err != nil {
 			return
 		}
 	}
 }
 
 // request reads and checks one request; upgrade is the
-// Sec-WebSocket-Accept to answer a WebSocket handshake with.
-func (b *strictBackend) request(tr *teeReader, c net.Conn) (upgrade string, err error) {
+// Sec-WebSocket-Accept to answer a WebSocket handshake with, head whether
+// it was a HEAD.
+func (b *strictBackend) request(tr *teeReader, c net.Conn) (upgrade string, head bool, err error) {
+	upgrade, method, err := b.check(tr, c)
+	return upgrade, method == "HEAD", err
+}
+
+func (b *strictBackend) check(tr *teeReader, c net.Conn) (upgrade, method string, err error) {
 	line, err := tr.line()
 	if err != nil {
 		if line == "" && err == io.EOF {
-			return "", io.EOF
+			return "", "", io.EOF
 		}
-		return "", errBroken
+		return "", "", errBroken
 	}
 	rl, ok := strings.CutSuffix(line, "\r\n")
 	method, rest, ok1 := strings.Cut(rl, " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok || !ok1 || !ok2 || proto != "HTTP/1.1" || !httpguts.ValidHeaderFieldName(method) || !validRequestTarget(target) || target == "*" && method != "OPTIONS" {
-		return "", fmt.Errorf("malformed request line %q", line)
+		return "", "", fmt.Errorf("malformed request line %q", line)
 	}
 	fields, err := fieldLines(tr)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	hosts := fields["Host"]
 	if len(hosts) != 1 || !validAuthority(hosts[0]) || hosts[0] == "" {
-		return "", fmt.Errorf("Host %q", hosts)
+		return "", "", fmt.Errorf("Host %q", hosts)
 	}
 	te, cl := fields["Transfer-Encoding"], fields["Content-Length"]
 	conn := fields["Connection"]
 	tunnel := len(conn) == 1 && conn[0] == "Upgrade"
 	switch {
 	case len(conn) > 1 || len(conn) == 1 && conn[0] != "close" && !tunnel:
-		return "", fmt.Errorf("Connection %q", conn)
+		return "", "", fmt.Errorf("Connection %q", conn)
 	case tunnel != (len(fields["Upgrade"]) > 0):
-		return "", fmt.Errorf("Upgrade %q with Connection %q", fields["Upgrade"], conn)
+		return "", "", fmt.Errorf("Upgrade %q with Connection %q", fields["Upgrade"], conn)
 	case len(te) > 1 || len(te) == 1 && te[0] != "chunked":
-		return "", fmt.Errorf("Transfer-Encoding %q", te)
+		return "", "", fmt.Errorf("Transfer-Encoding %q", te)
 	case len(te) == 1 && len(cl) > 0:
-		return "", fmt.Errorf("Transfer-Encoding %q with Content-Length %q", te, cl)
+		return "", "", fmt.Errorf("Transfer-Encoding %q with Content-Length %q", te, cl)
 	case len(cl) > 1:
-		return "", fmt.Errorf("Content-Length %q", cl)
+		return "", "", fmt.Errorf("Content-Length %q", cl)
 	case len(fields["Trailer"]) > 0 && len(te) == 0:
-		return "", fmt.Errorf("Trailer %q without a chunked body", fields["Trailer"])
+		return "", "", fmt.Errorf("Trailer %q without a chunked body", fields["Trailer"])
 	}
 	for _, k := range []string{"Keep-Alive", "Proxy-Connection", "Te", "Proxy-Authorization", "Proxy-Authenticate", "Http2-Settings"} {
 		if v, ok := fields[k]; ok {
-			return "", fmt.Errorf("connection-specific %s: %q", k, v)
+			return "", "", fmt.Errorf("connection-specific %s: %q", k, v)
 		}
 	}
 	if len(fields["Expect"]) > 0 {
 		if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
-			return "", errBroken
+			return "", "", errBroken
 		}
 	}
 	switch {
 	case len(te) == 1:
 		if _, err := io.Copy(io.Discard, httputil.NewChunkedReader(tr.r)); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-				return "", errBroken
+				return "", "", errBroken
 			}
-			return "", fmt.Errorf("chunked body: %v", err)
+			return "", "", fmt.Errorf("chunked body: %v", err)
 		}
 		if _, err := fieldLines(tr); err != nil { // the trailer section
-			return "", err
+			return "", "", err
 		}
 	case len(cl) == 1:
 		n, err := strconv.ParseUint(cl[0], 10, 63)
 		if err != nil || strings.Trim(cl[0], "0123456789") != "" {
-			return "", fmt.Errorf("Content-Length %q", cl)
+			return "", "", fmt.Errorf("Content-Length %q", cl)
 		}
 		if _, err := io.CopyN(io.Discard, tr.r, int64(n)); err != nil {
-			return "", errBroken
+			return "", "", errBroken
 		}
 	}
 	if tunnel {
 		if key := fields["Sec-Websocket-Key"]; len(key) == 1 && strings.EqualFold(fields["Upgrade"][0], "websocket") {
-			return webSocketAccept(key[0]), nil
+			return webSocketAccept(key[0]), method, nil
 		}
 	}
-	return "", nil
+	return "", method, nil
 }
 
 // fieldLines reads field lines up to the empty line, strictly.

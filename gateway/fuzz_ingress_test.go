@@ -56,7 +56,7 @@ func (h *ingressHarness) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newIngressHarness(f *testing.F) *ingressHarness {
+func newIngressHarness(f testing.TB) *ingressHarness {
 	be, err := newStrictBackend()
 	if err != nil {
 		f.Fatal(err)
@@ -120,7 +120,7 @@ func newIngressHarness(f *testing.F) *ingressHarness {
 // when the server does not close the connection and finish every handler
 // within ingressHang of the hang-up, when a handler panicked, or when the
 // backend got a malformed request.
-func (h *ingressHarness) exchange(t *testing.T, input []byte) []byte {
+func (h *ingressHarness) exchange(t testing.TB, input []byte) []byte {
 	c := newFuzzConn(input)
 	if !h.ln.serve(c) {
 		t.Fatal("listener closed")

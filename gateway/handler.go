@@ -9,6 +9,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -40,6 +41,14 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	lim := g.limitsFor(listener)
 	if len(r.RequestURI) > lim.MaxURIBytes {
 		rec.finish(w, nil, nil, http.StatusRequestURITooLong, reasonURITooLong)
+		return
+	}
+	if !route.ValidMethod(r.Method) {
+		// Go's HTTP/2 server passes any :method (its HTTP/1.1 server and
+		// quic-go do not); net/http's HTTP/1.1 transport would then refuse
+		// it (a 502 blamed on the backend), x/net/http2's send it
+		// (FuzzIngress).
+		rec.malformed(w, reasonInvalidMethod)
 		return
 	}
 	tr, tunneled := tunnelOf(r) // upgrade.go

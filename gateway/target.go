@@ -38,6 +38,11 @@ func validRequestTarget(t string) bool {
 // that can be forwarded unchanged; the request is malformed.
 const reasonInvalidAuthority = "invalid_authority"
 
+// reasonInvalidMethod: the :method is not a token (RFC 9110 §9.1), an
+// invalid pseudo-header value: the request is malformed (RFC 9113 §8.1.1,
+// RFC 9114 §4.1.2).
+const reasonInvalidMethod = "invalid_method"
+
 // validAuthority reports whether host, the request's :authority or Host,
 // may be routed and forwarded: empty (an in-process request), or
 // host [":" port] by RFC 3986 §3.2.2–3.2.3 with the host required
