@@ -24,7 +24,7 @@ const (
 	// ingressSettle is how long the server may work on the input before
 	// the client hangs up anyway (a request waiting for body bytes that
 	// will never come).
-	ingressSettle = 20 * time.Millisecond
+	ingressSettle = 10 * time.Millisecond
 	// ingressHang bounds everything after the hang-up: the connection
 	// closed and every handler returned, or the handler hangs.
 	ingressHang = 5 * time.Second
