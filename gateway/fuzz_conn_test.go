@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // fuzzConn is the server side of an in-memory client connection whose
@@ -138,6 +141,27 @@ func (c *fuzzConn) stuck() bool {
 		return c.closed || c.pos == len(c.input) && c.blocked > 0
 	}
 	return c.closed
+}
+
+// goneAway reports whether the server wrote an HTTP/2 GOAWAY frame (type 7)
+// on this prior-knowledge connection: it then stops reading and closes the
+// connection when x/net/http2's goAwayTimeout (1 s) has passed, which no
+// client action can hasten. c.mu is held.
+func (c *fuzzConn) goneAway() bool {
+	if !bytes.HasPrefix(c.input, []byte(http2.ClientPreface)) {
+		return false
+	}
+	for out := c.out; len(out) >= 9; {
+		n := int(out[0])<<16 | int(out[1])<<8 | int(out[2])
+		if out[3] == 0x7 {
+			return true
+		}
+		if len(out) < 9+n {
+			break
+		}
+		out = out[9+n:]
+	}
+	return false
 }
 
 // output returns what the server wrote.

@@ -45,6 +45,7 @@ type ingressHarness struct {
 
 	mu     sync.Mutex
 	panics []string // what net/http logged as a handler panic
+	open   int      // connections the server has not finished with
 }
 
 func (h *ingressHarness) Write(p []byte) (int, error) {
@@ -98,6 +99,14 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 	h.srv.ConnState = func(c net.Conn, s http.ConnState) {
 		metrics(c, s)
 		c.(*fuzzConn).setState(s)
+		h.mu.Lock()
+		switch s {
+		case http.StateNew:
+			h.open++
+		case http.StateClosed, http.StateHijacked:
+			h.open--
+		}
+		h.mu.Unlock()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -108,6 +117,15 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 		h.ln.Close()
 		_ = h.srv.Close()
 		<-done
+		// HTTP/2 connections that went away end on their own timer.
+		for deadline := time.Now().Add(ingressHang); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			h.mu.Lock()
+			open := h.open
+			h.mu.Unlock()
+			if open == 0 {
+				break
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = gw.Shutdown(ctx)
@@ -127,7 +145,9 @@ func (h *ingressHarness) exchange(t testing.TB, input []byte) []byte {
 	}
 	c.waitFor(ingressSettle, (*fuzzConn).stuck)
 	c.hangUp()
-	closed := c.waitFor(ingressHang, func(c *fuzzConn) bool { return c.closed || c.state == http.StateClosed })
+	// An HTTP/2 connection that went away is as good as closed: the
+	// server closes it on its own timer (fuzzConn.goneAway).
+	closed := c.waitFor(ingressHang, func(c *fuzzConn) bool { return c.closed || c.state == http.StateClosed || c.goneAway() })
 	deadline := time.Now().Add(ingressHang)
 	for h.l.active.Load() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond) // handlers end on their own goroutines; no event to wait on
