@@ -284,10 +284,20 @@ func clientIP(a string) string {
 	} else if i := strings.IndexByte(a, ':'); i >= 0 && i == strings.LastIndexByte(a, ':') {
 		a = a[:i] // host:port; several colons without brackets is a bare IPv6 address
 	}
-	if len(a) > 7 && strings.EqualFold(a[:7], "::ffff:") && strings.IndexByte(a[7:], '.') >= 0 {
+	if len(a) > 7 && strings.EqualFold(a[:7], "::ffff:") && isDottedQuad(a[7:]) {
 		a = a[7:]
 	}
 	return a
+}
+
+// isDottedQuad reports whether s, past "::ffff:", is the dotted IPv4 of a
+// mapped address: a dot and no colon before any zone ("%eth0.100"). A dot
+// in the zone of ::ffff:a:b:c made that address hash as a:b:c (FuzzHashKey).
+func isDottedQuad(s string) bool {
+	if i := strings.IndexByte(s, '%'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.IndexByte(s, '.') >= 0 && strings.IndexByte(s, ':') < 0
 }
 
 // FNV-1a 64 (Fowler, Noll, Vo) parameters.

@@ -75,6 +75,8 @@ func TestHashOnKeyExtraction(t *testing.T) {
 		{"client IPv6 zone", "client_ip", remote("[fe80::1%eth0]:443"), "fe80::1%eth0"},
 		{"client IPv6 no port", "client_ip", remote("2001:db8::1"), "2001:db8::1"},
 		{"client IPv4-mapped", "client_ip", remote("[::ffff:192.0.2.7]:443"), "192.0.2.7"},
+		{"client ::ffff: not mapped, a dot in the zone", "client_ip", remote("[::ffff:3030:3030:3030%eth0.100]:443"), "::ffff:3030:3030:3030%eth0.100"}, // FuzzHashKey
+		{"client IPv4-translated", "client_ip", remote("[::ffff:0:192.0.2.7]:443"), "::ffff:0:192.0.2.7"},
 		{"client missing", "client_ip", remote(""), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
