@@ -135,9 +135,10 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 
 // exchange serves one connection that sends input, then hangs up once the
 // server is stuck waiting for more (or after ingressSettle). It fails t
-// when the server does not close the connection and finish every handler
-// within ingressHang of the hang-up, when a handler panicked, or when the
-// backend got a malformed request.
+// when, within ingressHang of the hang-up, the server has not closed the
+// connection (or sent GOAWAY) and every handler returned, when a handler
+// panicked, or when a backend got a malformed request. It returns what the
+// server wrote.
 func (h *ingressHarness) exchange(t testing.TB, input []byte) []byte {
 	c := newFuzzConn(input)
 	if !h.ln.serve(c) {
@@ -207,8 +208,9 @@ func h2Request(fields string, body []byte) []byte {
 // is sent: 0 as HTTP/1.x bytes; 1 as HTTP/2 frames after the preface; 2 as
 // one HTTP/2 request built from it (header lines, an empty line, the
 // body), HPACK-encoded whatever the names and values. Whatever the client
-// sends, no handler panics or hangs (the connection ends and every
-// handler returns within ingressHang of the client hanging up), and every
+// sends, no handler panics or hangs (the connection ends, or goes away,
+// and every handler returns within ingressHang of the client hanging up),
+// and every
 // request that reaches a backend is well-formed (strictBackend for
 // HTTP/1.1, strictH2Backend for h2c under /h2c).
 func FuzzIngress(f *testing.F) {
