@@ -143,6 +143,8 @@ type Config struct {
 	Telemetry Telemetry
 	// Limits is the top-level limits block (zero when absent: no limit).
 	Limits GlobalLimits
+	// Tracing is the tracing block (nil when absent: tracing off).
+	Tracing *Tracing
 	// Listeners in source order (files in load order, blocks in file order).
 	Listeners []Listener
 	// Upstreams in source order.
