@@ -211,10 +211,15 @@ type try struct {
 	// once it is over.
 	outcome health.Outcome
 	reason  string
+	trace   *tryTrace // the try's client span; nil: not traced (tracing.go)
 }
 
-// done ends t: its outcome goes to passive health (exactly once per try).
-func (t *try) done() { t.b.Done(t.outcome, t.reason, time.Since(t.start)) }
+// done ends t: its outcome goes to passive health and its span (exactly
+// once per try).
+func (t *try) done() {
+	t.b.Done(t.outcome, t.reason, time.Since(t.start))
+	t.trace.end(t)
+}
 
 // condition is the retry condition t's failure matches; 0 when it matches
 // none (an answer the policy never retries, the client's doing, a failure
@@ -303,7 +308,8 @@ func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up
 		tried[n-1] = t.b
 		rec.attempts = n // t.b is acquired
 		wait, own, cause := tryWait(up, p, t.b)
-		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause)
+		t.trace = rec.startTry(t.b, n, false)
+		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause, t.trace)
 		iw.finish() // no 1xx after this: w is the handler's again
 		if t.err == nil && t.resp.StatusCode < 200 {
 			// Only a 101 arrives as a final response (net/http), and the

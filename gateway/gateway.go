@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
@@ -49,6 +50,11 @@ type Config struct {
 	// upstream's limits are looked at (admission.go). Apply switches it at
 	// once; requests in flight keep their slots.
 	MaxRequests int
+	// TracerProvider makes the spans of every request (tracing.go, README
+	// "Tracing"); nil means tracing off: nothing is parsed or added, and a
+	// client's traceparent reaches the backend unchanged. Apply switches it
+	// for new requests; the caller owns its shutdown.
+	TracerProvider trace.TracerProvider
 }
 
 // ListenerConfig is one listener: HTTP/3 on a UDP socket and HTTP/1.1 and
@@ -222,6 +228,7 @@ type Gateway struct {
 	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
+	tracer        atomic.Pointer[tracer]             // nil: tracing off (tracing.go)
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -236,6 +243,7 @@ func New(cfg Config) (*Gateway, error) {
 		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests})}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
 	g.paths.Store(&cfg.Paths)
+	g.setTracerProvider(cfg.TracerProvider)
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
 		return nil, err
 	}
@@ -272,6 +280,7 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 	}
 	g.paths.Store(&cfg.Paths)
 	g.global.Set(concurrency.Limits{Max: cfg.MaxRequests})
+	g.setTracerProvider(cfg.TracerProvider)
 	return g.applyListenersLocked(ctx, cfg.Listeners)
 }
 

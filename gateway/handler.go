@@ -36,6 +36,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	start := time.Now()
 	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start),
 		requestID: requestIDOf(r)} // before anything answers: every answer carries it (requestid.go)
+	rec.startSpan() // tracing.go: after the ID, which the span carries
 	tbl := g.table.Load()
 	lim := g.limitsFor(listener)
 	if len(r.RequestURI) > lim.MaxURIBytes {
@@ -85,6 +86,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)
 		return
 	}
+	rec.routed(rt) // the span's name and http.route (tracing.go)
 	up := rt.Target
 	switch earlyDataAction(r.Method, inEarlyData(r)) {
 	case earlyReject:
@@ -145,6 +147,11 @@ type recorder struct {
 	// one entry, shared with r.Header (requestIDOf): sent to the backend,
 	// set on every answer (setRequestID) and logged.
 	requestID []string
+	// traceID is the request's W3C trace ID (32 hex digits) whenever
+	// tracing is on, sampled or not; "" when off. span is its server
+	// span (nil: off; tracing.go).
+	traceID string
+	span    *serverSpan
 }
 
 // id is the request's ID ("" for a recorder not made by serve).
@@ -243,6 +250,7 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		backendID = b.ID
 	}
 	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
+	rec.endSpan(up, b, status, reason) // tracing.go
 	grpcStatus := ""
 	if rec.grpc != nil {
 		grpcStatus = rec.grpc.outcome(status)

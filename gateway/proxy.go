@@ -45,8 +45,8 @@ func removeHopHeaders(h http.Header) {
 // wrapped (the returned *trailerBody, nil when not needed) when trailers are
 // forwarded or hook asks for the end-of-body signal (a timer of the try's
 // own). Header values are shared with r, not copied (neither side modifies
-// them): this is the hot path.
-func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool) (*http.Request, *trailerBody) {
+// them): this is the hot path. tt is the try's trace (nil: not traced).
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool, tt *tryTrace) (*http.Request, *trailerBody) {
 	h := make(http.Header, len(r.Header)+3)
 	for k, v := range r.Header {
 		h[k] = v
@@ -117,6 +117,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cli
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
 	setClientCert(ctx, out.Header, r) // clientcert.go
+	tt.setFields(out.Header)          // traceparent, tracestate (tracing.go)
 	return out, tb
 }
 
@@ -181,15 +182,15 @@ func (t *trailerBody) again(rb *replayBody) func() (io.ReadCloser, error) {
 // cause is the timer's cancellation cause (ErrResponseHeaderTimeout, or
 // errPerTryTimeout which wraps it). The returned context carries the cause
 // when that timer fired; the caller must call cancel once the response body
-// is done.
-func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+// is done. tt is the try's trace (nil: not traced).
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error, tt *tryTrace) (*http.Response, context.Context, context.CancelCauseFunc, error) {
 	if !own || wait <= 0 {
-		out, _ := outgoing(ctx, r, b, cb, false)
+		out, _ := outgoing(ctx, r, b, cb, false, tt)
 		resp, err := b.Transport.RoundTrip(out)
 		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	out, body := outgoing(ctx, r, b, cb, true)
+	out, body := outgoing(ctx, r, b, cb, true, tt)
 	// As net/http's ResponseHeaderTimeout, the wait starts once the request
 	// is fully sent: a client still sending its body is not the backend's
 	// delay.

@@ -70,16 +70,19 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out, key := tunnelOutgoing(ctx, r, b, tr)
+	tt := rec.startTry(b, 1, false) // the handshake's client span (tracing.go)
+	out, key := tunnelOutgoing(ctx, r, b, tr, tt)
 	resp, err := b.Transport.RoundTrip(out)
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)
+		tt.endTunnel(nil, reason)
 		if status != transport.StatusClientClosed {
 			outcome, failReason = health.Failure, reason
 		}
 		rec.finish(w, up, b, status, reason)
 		return
 	}
+	tt.endTunnel(resp, "")
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		if tr.extended && resp.StatusCode < 300 {
@@ -132,10 +135,10 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 // r's end-to-end fields (Sec-WebSocket-* among them) and
 // "Connection: Upgrade" with the protocol asked for. key is the
 // Sec-WebSocket-Key the gateway made up for an extended CONNECT's
-// WebSocket, "" otherwise.
-func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest) (*http.Request, string) {
+// WebSocket, "" otherwise. tt is the handshake's trace (nil: none).
+func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest, tt *tryTrace) (*http.Request, string) {
 	delete(r.Header, ":protocol")
-	out, _ := outgoing(ctx, r, b, nil, false)
+	out, _ := outgoing(ctx, r, b, nil, false, tt)
 	out.Method = http.MethodGet
 	out.Body, out.GetBody, out.ContentLength, out.TransferEncoding, out.Trailer = nil, nil, 0, nil, nil
 	upgrade := tr.upgrade
