@@ -273,6 +273,7 @@ func (t *try) discard(rec *recorder, iw *interim) {
 		_, t.reason, t.outcome = t.failure(rec, iw)
 	}
 	t.cancel(nil)
+	t.trace.endAtAnswer() // not at the end of a retry's back-off
 	t.done()
 }
 

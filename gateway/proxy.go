@@ -187,6 +187,7 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cl
 	if !own || wait <= 0 {
 		out, _ := outgoing(ctx, r, b, cb, false, tt)
 		resp, err := b.Transport.RoundTrip(out)
+		tt.roundTripped()
 		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -210,6 +211,7 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cl
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
+	tt.roundTripped()
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()

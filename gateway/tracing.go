@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -166,6 +167,25 @@ func (rec recorder) endSpan(up *upstream.Upstream, b *upstream.Backend, status i
 type tryTrace struct {
 	span   trace.Span
 	fields http.Header // Traceparent and Tracestate; a nil value removes the field
+	// answered is when the round trip returned (roundTrip); endAt, when
+	// set (answeredAt), the span's end: a try that is not relayed ends
+	// there, not after the retry's back-off.
+	answered, endAt time.Time
+}
+
+// roundTripped notes that the try's round trip returned (nil-safe).
+func (tt *tryTrace) roundTripped() {
+	if tt != nil {
+		tt.answered = time.Now()
+	}
+}
+
+// endAtAnswer makes the span end when the round trip returned: the try is
+// discarded (nil-safe).
+func (tt *tryTrace) endAtAnswer() {
+	if tt != nil {
+		tt.endAt = tt.answered
+	}
 }
 
 // startTry starts the client span of rec's try number attempt (1: the
@@ -275,6 +295,10 @@ func (tt *tryTrace) finish(status int, errType string, lost bool) {
 	tt.span.SetAttributes(attrs...)
 	if errType != "" && !lost {
 		tt.span.SetStatus(codes.Error, errType)
+	}
+	if !tt.endAt.IsZero() {
+		tt.span.End(trace.WithTimestamp(tt.endAt))
+		return
 	}
 	tt.span.End()
 }

@@ -253,8 +253,9 @@ func TestTracingOffPassesThrough(t *testing.T) {
 }
 
 // TestTracingRetry: a retried request has one client span per try, each a
-// child of the server span: the first with the 503 as error.type, the
-// second with its 200 and the resend count; the server span counts both.
+// child of the server span: the first with the 503 as error.type, ended
+// when it got it (the back-off is the gap before the next), the second
+// with its 200 and the resend count; the server span counts both.
 func TestTracingRetry(t *testing.T) {
 	tp, exp := newTestTracing(t)
 	be := &traceBackend{answer: func(n int64, r *http.Request) int {
@@ -288,6 +289,10 @@ func TestTracingRetry(t *testing.T) {
 	}
 	wantAttr(t, clients[1], "http.response.status_code", int64(200))
 	wantAttr(t, clients[1], "http.request.resend_count", int64(1))
+	if clients[0].EndTime.After(clients[1].StartTime) {
+		t.Errorf("the first try's span ends at %v, after the retry started at %v: it must end with its answer, not the back-off",
+			clients[0].EndTime, clients[1].StartTime)
+	}
 	if clients[0].Attributes == nil || clients[0].SpanContext.SpanID() == clients[1].SpanContext.SpanID() {
 		t.Error("the tries share a span")
 	}
