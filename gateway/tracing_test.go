@@ -447,3 +447,25 @@ func (e *resettingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Re
 	}
 	return e.InMemoryExporter.ExportSpans(ctx, spans)
 }
+
+// TestTracingWebSocket: a WebSocket's handshake is the tunnel's one try: a
+// client span under the server span, and the backend gets its context.
+func TestTracingWebSocket(t *testing.T) {
+	tp, exp := newTestTracing(t)
+	e := newWSEcho(t)
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{wsUpstream(e, nil)}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)
+	resp := h1Upgrade(t, h, "/ws/echo", http.Header{"Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
+		"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Traceparent": {sampledParent}})
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: status %d", resp.StatusCode)
+	}
+	server, clients := spansOf(t, exp) // the server span ends once the switch is recorded
+	if len(clients) != 1 || clients[0].Parent.SpanID() != server.SpanContext.SpanID() || server.Parent.SpanID().String() != clientSpanID {
+		t.Fatalf("span tree: server parent %s, %d clients", server.Parent.SpanID(), len(clients))
+	}
+	wantAttr(t, clients[0], "http.response.status_code", int64(101))
+	wantAttr(t, server, "http.response.status_code", int64(101))
+	if got, want := e.header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
+		t.Errorf("backend traceparent %q, want %q", got, want)
+	}
+}
