@@ -173,3 +173,10 @@ escaped_slashes = "reject"       # reject | keep | unescape: what %2F, %5C and "
 limits {                         # top level: the whole gateway (README "Concurrency limits")
   max_requests = 0               # in flight through every listener and upstream, tunnels included; beyond: 503 overloaded; 0 = none
 }
+
+tracing {                        # OpenTelemetry over OTLP (README "Tracing"); absent: off
+  otlp_endpoint = "127.0.0.1:4317" # required; host:port (plaintext) or https://host:port (TLS)
+  protocol      = "grpc"           # grpc | http
+  sample_ratio  = 1.0              # new traces recorded, 0..1; a parent's sampled flag is honoured
+  service_name  = "impulse-agent"
+}
