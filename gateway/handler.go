@@ -101,7 +101,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if tunneled {
-		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(rec, w, r, rt, tr, attemptsOf(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
@@ -124,11 +124,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	if b == nil {
 		return
 	}
-	ap := tbl.attempts[up]
-	if ap == nil {
-		ap = defaultAttempts
-	}
-	g.proxy(rec, w, r, up, ap, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(rec, w, r, up, attemptsOf(tbl, up), b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // recorder carries what every outcome of one request is recorded with.
