@@ -33,12 +33,12 @@ type kill struct {
 
 // world owns the soak's processes and what Consul should hold.
 type world struct {
-	t       *testing.T
-	consul  *consultest.Agent
-	gw      *gatewayProc
-	cfgPath string
-	cfgs    [2]string // the two alternating configurations
-	ca      *testpki.CA
+	t                 *testing.T
+	consul            *consultest.Agent
+	gw                *gatewayProc
+	cfgPath           string
+	cfgs              [2]string // the two alternating configurations
+	ca                *testpki.CA
 	certFile, keyFile string
 
 	mu        sync.Mutex

@@ -370,4 +370,3 @@ func eventually(d time.Duration, cond func() bool) bool {
 	}
 	return true
 }
-
