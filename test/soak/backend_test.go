@@ -17,13 +17,15 @@ import (
 
 // backendEnv, set to "NAME MODE", makes the test binary serve as a backend
 // process (serveBackend): the soak kills real processes with SIGKILL.
-// MODE is "normal", "slow" (every answer waits slowDelay) or "stall".
+// MODE is "normal", "slow" (every answer waits slowDelay), "busy" (every
+// answer waits busyDelay) or "stall".
 const backendEnv = "IMPULSE_SOAK_BACKEND"
 
 const (
 	downloadLen = 1 << 20 // bytes of /download
 	sseEvents   = 20      // events of one /sse stream
 	slowDelay   = 300 * time.Millisecond
+	busyDelay   = 50 * time.Millisecond // the overload test's backends
 )
 
 // serveBackend is the backend process: HTTP/1.1 on a loopback port it
@@ -48,9 +50,9 @@ func serveBackend(spec string) int {
 	fmt.Printf("port %d\n", l.Addr().(*net.TCPAddr).Port)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", name)
-		if mode == "slow" {
+		if delay := modeDelay(mode); delay > 0 {
 			select {
-			case <-time.After(slowDelay):
+			case <-time.After(delay):
 			case <-r.Context().Done():
 				return
 			}
@@ -108,6 +110,17 @@ func serveBackend(spec string) int {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	_ = srv.Serve(l)
 	return 1
+}
+
+// modeDelay is how long a backend in mode waits before each answer.
+func modeDelay(mode string) time.Duration {
+	switch mode {
+	case "slow":
+		return slowDelay
+	case "busy":
+		return busyDelay
+	}
+	return 0
 }
 
 // pattern is an endless reader of the bytes 0, 1, ..., 250, 0, 1, ...
