@@ -42,7 +42,9 @@ type trafficSample struct {
 
 // trafficDoc is the "traffic" part of /v1/status.
 type trafficDoc struct {
+	// BucketSeconds is a bucket's length; BucketCount how many are kept.
 	BucketSeconds float64         `json:"bucket_seconds"`
+	BucketCount   int             `json:"bucket_count"`
 	Buckets       []trafficSample `json:"buckets"`
 }
 
@@ -82,7 +84,7 @@ func delta(cur, prev map[string]upstream.ResponseCounts) map[string]upstream.Res
 func (t *trafficRing) doc(now time.Time) trafficDoc {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d := trafficDoc{BucketSeconds: t.every.Seconds(), Buckets: make([]trafficSample, 0, len(t.buckets)+1)}
+	d := trafficDoc{BucketSeconds: t.every.Seconds(), BucketCount: cap(t.buckets), Buckets: make([]trafficSample, 0, len(t.buckets)+1)}
 	d.Buckets = append(d.Buckets, t.buckets...)
 	if now.After(t.prevAt) {
 		d.Buckets = append(d.Buckets, trafficSample{End: now, Seconds: now.Sub(t.prevAt).Seconds(), Counts: delta(t.read(), t.prev), Partial: true})

@@ -95,23 +95,25 @@ function rates(traffic, name) {
   });
 }
 
-// chart draws requests/s (line) and 5xx/s (red line) over the buckets kept.
-function chart(traffic, name) {
-  const W = 360, H = 64, n = Math.max(traffic.buckets.length, 2);
-  const pts = rates(traffic, name);
+// chart draws requests/s (blue bars) and 5xx/s (red bars over them) per
+// bucket, the newest at the right edge, over the ring's whole span.
+function chart(traffic, name, slots) {
+  const W = 360, H = 64, bw = W / slots;
+  const pts = rates(traffic, name).slice(-slots);
   const top = Math.max(1, ...pts.map((p) => p.req));
   const s = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H + 14}`, width: W, height: H + 14, role: "img",
     "aria-label": "requests and 5xx per second of " + name });
   s.append(svg("rect", { class: "frame", x: 0, y: 0, width: W, height: H }));
-  const line = (key, cls) => {
-    const p = pts.map((v, i) => `${((i / (n - 1)) * W).toFixed(1)},${(H - (v[key] / top) * (H - 2) - 1).toFixed(1)}`).join(" ");
-    if (pts.length) s.append(svg("polyline", { class: cls, points: p }));
-  };
-  line("req", "req");
-  line("err", "err");
+  pts.forEach((p, i) => {
+    const x = W - (pts.length - i) * bw;
+    for (const [v, cls] of [[p.req, "req"], [p.err, "err"]]) {
+      const h = (v / top) * (H - 2);
+      if (h > 0) s.append(svg("rect", { class: cls, x: x.toFixed(2), y: (H - h).toFixed(2), width: Math.max(bw - 0.5, 0.5).toFixed(2), height: h.toFixed(2) }));
+    }
+  });
   const last = pts.length ? pts[pts.length - 1] : { req: 0, err: 0 };
   const label = svg("text", { x: 2, y: H + 12, class: "label" });
-  label.textContent = `${last.req.toFixed(1)} req/s, ${last.err.toFixed(1)} 5xx/s (max ${top.toFixed(1)}; ${Math.round(traffic.buckets.length * traffic.bucket_seconds / 60)} min)`;
+  label.textContent = `now ${last.req.toFixed(1)} req/s, ${last.err.toFixed(1)} 5xx/s · top ${top.toFixed(1)} req/s · last ${Math.round(slots * traffic.bucket_seconds / 60)} min`;
   s.append(label);
   return s;
 }
@@ -174,7 +176,7 @@ function renderUpstreams(doc) {
     const table = el("table", { class: "backends" },
       el("thead", {}, el("tr", {}, ...BACKEND_HEAD.map((h) => el("th", {}, h)))),
       el("tbody", {}, ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: BACKEND_HEAD.length, class: "bad" }, "no backend"))])));
-    return el("div", { class: "upstream", "data-name": u.name }, head, chart(doc.traffic, u.name), table);
+    return el("div", { class: "upstream", "data-name": u.name }, head, chart(doc.traffic, u.name, doc.traffic.bucket_count), table);
   });
   document.getElementById("upstreams").replaceChildren(...boxes);
 }
