@@ -90,6 +90,8 @@ type Agent struct {
 	controlToken atomic.Pointer[string]
 
 	controlAddr atomic.Pointer[net.Addr]
+	// traffic is the status page's request rates (traffic.go).
+	traffic *trafficRing
 }
 
 // New loads the configuration and builds every component without binding a
@@ -146,6 +148,7 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
+	a.traffic = newTrafficRing(a.gw.Traffic, trafficBucket, trafficBuckets, time.Now())
 	a.catalog.Store(&catalogReport{})
 	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
 	return nil
@@ -257,8 +260,9 @@ func (a *Agent) run(ctx context.Context) error {
 			select {
 			case <-samplerCtx.Done():
 				return
-			case <-t.C:
+			case now := <-t.C:
 				a.disc.sampleStaleness()
+				a.traffic.tick(now)
 				if !a.wasReady.Load() {
 					a.ready() // latches wasReady without waiting for a probe
 				}

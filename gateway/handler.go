@@ -239,6 +239,7 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		backendID = b.ID
 	}
 	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
+	g.countResponse(up, b, status, reason) // traffic.go: the status page's counters
 	grpcStatus := ""
 	if rec.grpc != nil {
 		grpcStatus = rec.grpc.outcome(status)
