@@ -91,6 +91,11 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token is read per request: a reload that adds, rotates or
 		// removes control.token_file applies at once.
+		probe := r.URL.Path == "/v1/health" || r.URL.Path == "/v1/ready" // checkers may send any Host
+		if why := browserSafe(r, probe || *a.controlToken.Load() != ""); why != "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "refused: " + why})
+			return
+		}
 		if r.URL.Path != "/v1/health" && r.URL.Path != "/v1/ready" && !a.authorized(r) {
 			if isUIPath(r.URL.Path) {
 				uiUnauthorized(w) // ui.go: a Basic challenge, so a browser asks
