@@ -90,6 +90,8 @@ type Agent struct {
 	controlToken atomic.Pointer[string]
 
 	controlAddr atomic.Pointer[net.Addr]
+	// traffic is the status page's request rates (traffic.go).
+	traffic *trafficRing
 
 	// tracing is the tracing block's provider (nil: off; guarded by mu);
 	// retiring are the ones reloads replaced, flushing (tracing.go).
@@ -157,6 +159,7 @@ func (a *Agent) build() error {
 		return err
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
+	a.traffic = newTrafficRing(a.gw.Traffic, trafficBucket, trafficBuckets, time.Now())
 	a.catalog.Store(&catalogReport{})
 	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
 	return nil
@@ -269,8 +272,9 @@ func (a *Agent) run(ctx context.Context) error {
 			select {
 			case <-samplerCtx.Done():
 				return
-			case <-t.C:
+			case now := <-t.C:
 				a.disc.sampleStaleness()
+				a.traffic.tick(now)
 				if !a.wasReady.Load() {
 					a.ready() // latches wasReady without waiting for a probe
 				}

@@ -75,6 +75,15 @@ func newAttemptPolicy(uc UpstreamConfig, prev *attemptPolicy) (*attemptPolicy, e
 // request routed by an older table to an upstream that left it).
 var defaultAttempts = &attemptPolicy{retry: retry.Default(), retries: new(atomic.Int64)}
 
+// attemptsOf is up's attempt policy in tbl (defaultAttempts for an
+// upstream that left it).
+func attemptsOf(tbl *table, up *upstream.Upstream) *attemptPolicy {
+	if ap := tbl.attempts[up]; ap != nil {
+		return ap
+	}
+	return defaultAttempts
+}
+
 // takeRetry counts one more retry (or hedge) in flight to up if its budget
 // allows one: at most max(min_retry_concurrency, budget_percent % of the
 // requests in flight to up's backends, retries included). Only the retry

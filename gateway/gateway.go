@@ -229,6 +229,9 @@ type Gateway struct {
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
 	tracer        atomic.Pointer[tracer]             // nil: tracing off (tracing.go)
+
+	// traffic counts responses by upstream name for the status page (traffic.go).
+	traffic atomic.Pointer[map[string]*upstream.ResponseCounter]
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -358,6 +361,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 			next.limiters[name] = concurrency.New(uc.concurrencyLimits())
 		}
 	}
+	g.keepTraffic(next)
 	g.table.Store(next)
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {

@@ -103,7 +103,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if tunneled {
-		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(rec, w, r, rt, tr, attemptsOf(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
@@ -126,11 +126,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	if b == nil {
 		return
 	}
-	ap := tbl.attempts[up]
-	if ap == nil {
-		ap = defaultAttempts
-	}
-	g.proxy(rec, w, r, up, ap, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(rec, w, r, up, attemptsOf(tbl, up), b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // recorder carries what every outcome of one request is recorded with.
@@ -250,7 +246,8 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		backendID = b.ID
 	}
 	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
-	rec.endSpan(up, b, status, reason) // tracing.go
+	rec.endSpan(up, b, status, reason)     // tracing.go
+	g.countResponse(up, b, status, reason) // traffic.go: the status page's counters
 	grpcStatus := ""
 	if rec.grpc != nil {
 		grpcStatus = rec.grpc.outcome(status)

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
 // Client traceparents the tests send: W3C trace-context examples.
@@ -468,4 +469,32 @@ func TestTracingWebSocket(t *testing.T) {
 	if got, want := e.header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
 		t.Errorf("backend traceparent %q, want %q", got, want)
 	}
+}
+
+// TestTracingWebSocketRetry: a handshake retried after a connect failure
+// has a client span per try: the refused one with its reason, then the
+// one that switched.
+func TestTracingWebSocketRetry(t *testing.T) {
+	tp, exp := newTestTracing(t)
+	e := newWSEcho(t)
+	uc := wsUpstream(e, nil)
+	uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)
+	for i := 0; i < 4 && len(exp.GetSpans()) < 3; i++ { // round robin: one of the first two goes to the dead backend first
+		exp.Reset()
+		resp := h1Upgrade(t, h, "/ws/echo", http.Header{"Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
+			"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}})
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade %d: status %d", i, resp.StatusCode)
+		}
+	}
+	server, clients := spansOf(t, exp)
+	if len(clients) != 2 {
+		t.Fatalf("%d client spans, want 2 (a refused try and a retry)", len(clients))
+	}
+	wantAttr(t, clients[0], "impulse.backend", "dead")
+	wantAttr(t, clients[0], "error.type", "backend_connect_failed")
+	wantAttr(t, clients[1], "impulse.attempt", int64(2))
+	wantAttr(t, clients[1], "http.response.status_code", int64(101))
+	wantAttr(t, server, "impulse.attempts", int64(2))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -39,7 +40,7 @@ const tunnelLinger = 10 * time.Second
 // the backend's 101 does not switch to the protocol asked for, or an
 // extended CONNECT got a 2xx that is not a switch (upgrade_refused). A
 // backend that refuses the upgrade with its own answer gets it relayed.
-func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest) {
+func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest, ap *attemptPolicy) {
 	up := rt.Target
 	if !upgradeAllowed(rt.Upgrades, tr.token) {
 		rec.finish(w, up, nil, http.StatusForbidden, reasonUpgradeNotAllowed)
@@ -72,7 +73,26 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	defer cancel()
 	tt := rec.startTry(b, 1, false) // the handshake's client span (tracing.go)
 	out, key := tunnelOutgoing(ctx, r, b, tr, tt)
+	rec.attempts = 1
 	resp, err := b.Transport.RoundTrip(out)
+	tried := []*upstream.Backend{b}
+	for n := 1; err != nil && transport.IsConnectFailure(err) && ctx.Err() == nil; n++ {
+		// The backend never saw the handshake: another may take it, as
+		// any request's connect-failure retry (attempts.go).
+		next := g.tunnelRetry(r, up, ap, tried, n)
+		if next == nil {
+			break
+		}
+		b.Done(health.Failure, transport.ReasonConnect, time.Since(rec.start))
+		tt.endTunnel(nil, transport.ReasonConnect)
+		b = next
+		tried = append(tried, b)
+		rec.attempts = n + 1
+		tt = rec.startTry(b, n+1, false)
+		out, key = tunnelOutgoing(ctx, r, b, tr, tt)
+		resp, err = b.Transport.RoundTrip(out)
+		ap.retries.Add(-1)
+	}
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)
 		tt.endTunnel(nil, reason)
@@ -129,6 +149,28 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	if !t.run(tunnelsOf(r.Context())) {
 		panic(http.ErrAbortHandler) // HTTP/2, HTTP/3: a reset, never a clean end of a broken tunnel
 	}
+}
+
+// tunnelRetry picks and acquires the backend for retry n of a tunnel
+// handshake that failed to connect to b, within up's retry policy (attempts,
+// connect-failure in on, the budget, counted as a retry), never one of
+// tried; nil when none may follow. The caller gives the budget back once
+// the try is sent.
+func (g *Gateway) tunnelRetry(r *http.Request, up *upstream.Upstream, ap *attemptPolicy, tried []*upstream.Backend, n int) *upstream.Backend {
+	if !ap.retry.Retry(retry.Failure{Condition: retry.ConnectFailure, Method: http.MethodGet, Tries: n, BodyKept: true}) {
+		return nil
+	}
+	next, _ := up.PickExcept(r, tried)
+	if next == nil || !next.TryAcquire() {
+		return nil
+	}
+	if !ap.takeRetry(up) {
+		next.Done(health.Neutral, "", 0)
+		g.metrics.retryBudgetExhausted(up.Name())
+		return nil
+	}
+	g.metrics.retry(up.Name(), retry.ConnectFailure.Label())
+	return next
 }
 
 // tunnelOutgoing builds the backend's handshake request for r: a GET with
