@@ -421,7 +421,8 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	defer idle.release(resp)
 	rec.grpc.watch(resp)
 	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
-	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
+	var backendErr, clientErr error
+	rec.bytesOut, backendErr, clientErr = copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:
 		// The backend answered early, then the connection broke on the

@@ -121,7 +121,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	}
 	defer held.release() // once the response is done
 	settleBody(w, r)     // before a backend is picked: it may wait for the body's first byte
-	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
+	rec.body = limitBody(w, r, maxBody, lim.ClientBodyTimeout)
+	defer rec.body.stop()
 	b := g.pick(rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return
@@ -148,6 +149,14 @@ type recorder struct {
 	// span (nil: off; tracing.go).
 	traceID string
 	span    *serverSpan
+	// body is the request body as read from the client (nil: none), which
+	// counts the bytes relayed; bytesOut the response body bytes written
+	// to the client. Both for the access log.
+	body     *stallBody
+	bytesOut int64
+	// tunnel is set once a tunnel is open: its access-log line waits for
+	// its end (accesslog.go).
+	tunnel *tunnel
 }
 
 // id is the request's ID ("" for a recorder not made by serve).
@@ -230,7 +239,8 @@ func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upst
 	h["X-Impulse-Error"] = []string{reason}
 	h["Cache-Control"] = []string{"no-store"}
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	n, _ := w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	rec.bytesOut = int64(n)
 	rec.record(up, b, status, reason)
 }
 
@@ -253,6 +263,7 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		grpcStatus = rec.grpc.outcome(status)
 		g.metrics.grpcRequest(rec.listener, protocolOf(r), upName, status, grpcStatus)
 	}
+	g.logAccess(&rec, upName, backendID, status, reason, grpcStatus, elapsed) // accesslog.go
 	if g.log.IsDebug() {
 		args := []any{"request_id", rec.id(), "method", r.Method, "host", r.Host, "path", r.URL.Path,
 			"status", status, "reason", reason, "upstream", upName, "backend", backendID,

@@ -575,4 +575,5 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	closeAll(ls)
 	g.drains.forceAll()
+	g.closeAccessLog(time.Second) // the process exits next: what it holds, quickly
 }

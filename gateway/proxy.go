@@ -255,8 +255,9 @@ var (
 // copyResponse writes the backend response to w, streaming the body and
 // flushing each chunk so slow or long-lived responses reach the client as
 // they arrive; a response without content (hasNoContent) gets its header
-// only. It returns a backend read error or a client write error.
-func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (backendErr, clientErr error) {
+// only. It returns the body bytes written to w, and a backend read error
+// or a client write error.
+func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (written int64, backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
 	// Alt-Svc describes the connection the client used, which is the
@@ -290,7 +291,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 	if noContent {
 		// Whatever a misbehaving backend sent as content is dropped
 		// (RFC 9112 §6.3): the HEADERS frame ends the stream.
-		return nil, nil
+		return 0, nil, nil
 	}
 	flusher, _ := w.(http.Flusher)
 	if flusher != nil && streamsBody(resp) {
@@ -299,12 +300,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
 	defer func() { pool.Put(bufp) }()
 	buf := *bufp
-	var written int64
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return nil, werr
+				return written, nil, werr
 			}
 			written += int64(n)
 			more := resp.ContentLength < 0 || written < resp.ContentLength
@@ -326,11 +326,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 			break
 		}
 		if rerr != nil {
-			return rerr, nil
+			return written, rerr, nil
 		}
 	}
 	for k, v := range resp.Trailer {
 		h[http.TrailerPrefix+k] = v
 	}
-	return nil, nil
+	return written, nil, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
@@ -116,7 +117,8 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 			outcome, failReason = health.Failure, "status "+resp.Status
 		}
 		rec.setRequestID(resp.Header)
-		if _, cerr := copyResponse(w, resp, r.ProtoMajor); cerr != nil {
+		var cerr error
+		if rec.bytesOut, _, cerr = copyResponse(w, resp, r.ProtoMajor); cerr != nil {
 			rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
 			return
 		}
@@ -142,11 +144,14 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	outcome = health.Success
+	rec.tunnel = t // its access-log line waits for its end
 	rec.record(up, b, status, "")
 	t.key = tunnelKey{listener: rec.listener, upstream: up.Name(), upgrade: tr.token}
 	t.toBackend.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), true})
 	t.toClient.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), false})
-	if !t.run(tunnelsOf(r.Context())) {
+	clean := t.run(tunnelsOf(r.Context()))
+	t.logAccessEnd() // accesslog.go
+	if !clean {
 		panic(http.ErrAbortHandler) // HTTP/2, HTTP/3: a reset, never a clean end of a broken tunnel
 	}
 }
@@ -214,6 +219,8 @@ type tunnel struct {
 	toClient, toBackend tunnelWriter
 	drained             atomic.Bool   // a drain closed it (tunnelSet.closeAll)
 	hard                chan struct{} // closed when a drain's grace is over
+
+	access *accesslog.Entry // its access-log line, written at its end (nil: log off)
 
 	mu     sync.Mutex // guards what follows: the drain's and linger's timers against the end
 	ended  bool
@@ -463,6 +470,7 @@ type tunnelWriter struct {
 	frames *wsFrames    // nil: not WebSocket
 	closed bool         // the gateway's close frame went out
 	bytes  *[2]atomic.Uint64
+	sent   atomic.Int64 // bytes written this way, for the access log
 }
 
 // copyFrom relays src until it ends; nil at src's clean end (EOF).
@@ -501,6 +509,7 @@ func (tw *tunnelWriter) write(p []byte) error {
 	if tw.bytes != nil {
 		tw.bytes[0].Add(uint64(n))
 	}
+	tw.sent.Add(int64(n))
 	if err == nil && tw.flush != nil {
 		err = tw.flush()
 	}

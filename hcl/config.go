@@ -145,6 +145,9 @@ type Config struct {
 	Limits GlobalLimits
 	// Tracing is the tracing block (nil when absent: tracing off).
 	Tracing *Tracing
+	// AccessLog is the top-level access_log block (nil when absent: no
+	// access log).
+	AccessLog *AccessLog
 	// Listeners in source order (files in load order, blocks in file order).
 	Listeners []Listener
 	// Upstreams in source order.

@@ -53,6 +53,12 @@ telemetry {                       # go-metrics sinks; Prometheus is always on th
   disable_hostname     = true
 }
 
+access_log {                      # one line per request at every log level (README "Access log"); absent = off
+  path          = "stdout"        # stdout | stderr | a file, appended to and reopened on SIGUSR1 and reload
+  format        = "json"          # json | combined (NCSA combined, as Apache and nginx)
+  include_query = false           # true: log query strings, which often carry secrets
+}
+
 listener "public" {               # no default: at least one listener is required
   address   = "0.0.0.0:8443"      # UDP for h3, TCP for h1 and h2: the same port
   protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
