@@ -156,7 +156,7 @@ func (a *Agent) build() error {
 	if a.gw, err = gateway.New(gc); err != nil {
 		a.tracing.shutdown()
 		a.tel.close()
-		return err
+		return bindError(cfg, err) // an access log file that cannot be opened
 	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
 	a.traffic = newTrafficRing(a.gw.Traffic, trafficBucket, trafficBuckets, time.Now())

@@ -85,7 +85,7 @@ func (g *Gateway) prepareAccessLog(cfg *accesslog.Config) (*accesslog.Output, er
 	if err == nil {
 		return out, nil
 	}
-	if cur := g.access.cur.Load(); cur != nil && cur.Config() == *cfg {
+	if cur := g.access.cur.Load(); cur != nil && cfg.Writer == nil && cur.Config().Path == cfg.Path {
 		g.log.Error("access log: cannot open the file again; still writing to the one open", "path", cfg.Path, "error", err)
 		return nil, nil
 	}

@@ -59,7 +59,8 @@ const usage = `Usage:
   impulse-agent probe [-insecure] [-cacert FILE] [-X METHOD] [-H 'Name: value']... [-d DATA|@file|@-] [-v] [-n COUNT] [-timeout 10s] URL
   impulse-agent version
 
-Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads.
+Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads;
+SIGUSR1 reopens the access log file (after logrotate renamed it).
 `
 
 func runAgent(args []string, stderr io.Writer) int {
@@ -118,7 +119,7 @@ func runAgent(args []string, stderr io.Writer) int {
 	// Signals are caught from here on: one arriving while the agent starts
 	// still stops it through Run, which removes what -dev created.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	a, err := agent.New(opts)
 	if err != nil {
@@ -142,6 +143,8 @@ func runAgent(args []string, stderr io.Writer) int {
 			case s == syscall.SIGHUP:
 				log.Info("signal received: reloading", "signal", s.String())
 				_, _, _ = a.Reload() // the agent logs the outcome (refused while draining)
+			case s == syscall.SIGUSR1:
+				_ = a.ReopenAccessLog() // the agent logs the outcome
 			case stopping.IsZero():
 				log.Info("signal received: draining and stopping", "signal", s.String())
 				stopping = time.Now()

@@ -90,9 +90,6 @@ type Options struct {
 	Logger hclog.Logger
 	// Stats receives the counts (nil: a Stats of the Log's own).
 	Stats *Stats
-	// Buffer is the number of entries waiting before more are dropped
-	// (≤ 0: DefaultBuffer).
-	Buffer int
 }
 
 // Log is a running access log. Create it with New; stop it with Close.
@@ -123,10 +120,11 @@ func New(out *Output, o Options) *Log {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
-	if o.Buffer <= 0 {
-		o.Buffer = DefaultBuffer
+	n := out.cfg.Buffer
+	if n <= 0 {
+		n = DefaultBuffer
 	}
-	l := &Log{ch: make(chan Entry, o.Buffer), wake: make(chan struct{}, 1), stats: o.Stats, log: o.Logger,
+	l := &Log{ch: make(chan Entry, n), wake: make(chan struct{}, 1), stats: o.Stats, log: o.Logger,
 		cfg: out.cfg, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.run(out)
 	return l

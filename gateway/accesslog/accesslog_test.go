@@ -82,7 +82,7 @@ func TestDropsWhenWriterBlocked(t *testing.T) {
 	}
 	defer pr.Close()
 	var stats Stats
-	l := New(mustOpen(t, Config{Path: "pipe", Writer: pw}), Options{Stats: &stats, Buffer: 64})
+	l := New(mustOpen(t, Config{Path: "pipe", Writer: pw, Buffer: 64}), Options{Stats: &stats})
 	const n = 20000 // far more than the pipe (64 KiB) and the buffer hold
 	e := sampleEntry()
 	for range n {
@@ -198,7 +198,7 @@ func TestSwitchLosesNoLine(t *testing.T) {
 		outs[i] = &lockedBuffer{}
 	}
 	var stats Stats
-	l := New(mustOpen(t, Config{Path: "0", Writer: outs[0]}), Options{Stats: &stats, Buffer: 256})
+	l := New(mustOpen(t, Config{Path: "0", Writer: outs[0], Buffer: 256}), Options{Stats: &stats})
 	const workers, each = 4, 5000
 	var wg sync.WaitGroup
 	for range workers {

@@ -39,6 +39,9 @@ type Config struct {
 	// IncludeQuery logs the query string; off by default because queries
 	// carry secrets (tokens, signatures).
 	IncludeQuery bool
+	// Buffer is the number of entries waiting for the writer before more
+	// are dropped (≤ 0: DefaultBuffer); read when the log starts (New).
+	Buffer int
 }
 
 // OpenError is a log file that cannot be opened for appending.
