@@ -108,16 +108,26 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 
 // labelledOnly drops the unlabelled series go-metrics' Prometheus sink adds
 // for every metric definition (value 0, never updated) from the impulse_
-// families, all of which carry labels: beside the real series it would read
-// as a zero-valued upstream, e.g. impulse_upstream_backends_eligible 0 firing
-// an "== 0" alert for ever.
+// families that carry labels: beside the real series it would read as a
+// zero-valued upstream, e.g. impulse_upstream_backends_eligible 0 firing
+// an "== 0" alert for ever. The families without labels
+// (gateway.UnlabelledMetrics) keep theirs: it is the real series.
 type labelledOnly struct{ prometheus.Gatherer }
+
+// unlabelled are the Prometheus names of gateway.UnlabelledMetrics.
+var unlabelled = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range gateway.UnlabelledMetrics {
+		m[strings.Join(prefixed(name), "_")] = true
+	}
+	return m
+}()
 
 func (g labelledOnly) Gather() ([]*dto.MetricFamily, error) {
 	mfs, err := g.Gatherer.Gather()
 	out := mfs[:0]
 	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), metricsPrefix+"_") {
+		if strings.HasPrefix(mf.GetName(), metricsPrefix+"_") && !unlabelled[mf.GetName()] {
 			ms := mf.Metric[:0]
 			for _, m := range mf.Metric {
 				if len(m.Label) > 0 {

@@ -20,6 +20,11 @@ var (
 	metricAccessLogErrors  = []string{"access_log", "errors"}
 )
 
+// UnlabelledMetrics are the counters of CounterDefinitions that have no
+// labels (the access log's): the series a Prometheus sink creates for
+// their definition is the real one.
+var UnlabelledMetrics = [][]string{metricAccessLogDropped, metricAccessLogErrors}
+
 // accessLogFlushWait bounds how long Shutdown waits for the access log to
 // write what it holds.
 const accessLogFlushWait = 5 * time.Second

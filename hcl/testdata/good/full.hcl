@@ -53,12 +53,6 @@ telemetry {                       # go-metrics sinks; Prometheus is always on th
   disable_hostname     = true
 }
 
-access_log {                      # one line per request at every log level (README "Access log"); absent = off
-  path          = "stdout"        # stdout | stderr | a file, appended to and reopened on SIGUSR1 and reload
-  format        = "json"          # json | combined (NCSA combined, as Apache and nginx)
-  include_query = false           # true: log query strings, which often carry secrets
-}
-
 listener "public" {               # no default: at least one listener is required
   address   = "0.0.0.0:8443"      # UDP for h3, TCP for h1 and h2: the same port
   protocols = ["h1", "h2", "h3"]  # any subset; the deprecated protocol = "http3" means ["h3"]
@@ -185,4 +179,10 @@ tracing {                        # OpenTelemetry over OTLP (README "Tracing"); a
   protocol      = "grpc"           # grpc | http
   sample_ratio  = 1.0              # new traces recorded, 0..1; a parent's sampled flag is honoured
   service_name  = "impulse-agent"
+}
+
+access_log {                     # one line per request at every log level (README "Access log"); absent = off
+  path          = "stdout"       # stdout | stderr | a file, appended to and reopened on SIGUSR1 and reload
+  format        = "json"         # json | combined (NCSA combined, as Apache and nginx)
+  include_query = false          # true: log query strings, which often carry secrets
 }
