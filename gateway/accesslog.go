@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,7 @@ func (g *Gateway) prepareAccessLog(cfg *accesslog.Config) (*accesslog.Output, er
 // commitAccessLog switches to out (from prepareAccessLog), or turns the
 // log off when cfg is nil. g.mu is held.
 func (g *Gateway) commitAccessLog(cfg *accesslog.Config, out *accesslog.Output) {
+	g.access.retired = slices.DeleteFunc(g.access.retired, (*accesslog.Log).Stopped)
 	cur := g.access.cur.Load()
 	switch {
 	case cfg == nil && cur != nil:

@@ -349,3 +349,13 @@ func TestAccessLogTunnelAtItsEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestAccessLogMalformedRequest: a malformed request, answered with a
+// stream error (H3_MESSAGE_ERROR) rather than a response, is logged as the
+// 400 it is counted as, with the host as sent.
+func TestAccessLogMalformedRequest(t *testing.T) {
+	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	h, sink := loggedHarness(t, ProtocolH3, accesslog.Config{}, nil, staticUpstream("u", "/", be))
+	wantMessageError(t, dialRaw(t, h), headersFrame(fields(":method", "GET", ":scheme", "https", ":authority", "a b", ":path", "/m")...))
+	checkFields(t, sink.wait(t, 1)[0], map[string]any{"status": 400.0, "reason": "invalid_authority", "host": "a b", "path": "/m", "protocol": "h3", "bytes_out": 0.0})
+}

@@ -119,7 +119,11 @@ func runAgent(args []string, stderr io.Writer) int {
 	// Signals are caught from here on: one arriving while the agent starts
 	// still stops it through Run, which removes what -dev created.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1)
+	notify := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+	if reopenSignal != nil {
+		notify = append(notify, reopenSignal) // signals_unix.go
+	}
+	signal.Notify(sigs, notify...)
 	defer signal.Stop(sigs)
 	a, err := agent.New(opts)
 	if err != nil {
@@ -143,7 +147,7 @@ func runAgent(args []string, stderr io.Writer) int {
 			case s == syscall.SIGHUP:
 				log.Info("signal received: reloading", "signal", s.String())
 				_, _, _ = a.Reload() // the agent logs the outcome (refused while draining)
-			case s == syscall.SIGUSR1:
+			case reopenSignal != nil && s == reopenSignal:
 				_ = a.ReopenAccessLog() // the agent logs the outcome
 			case stopping.IsZero():
 				log.Info("signal received: draining and stopping", "signal", s.String())

@@ -187,6 +187,16 @@ func (l *Log) Reopen() error {
 // end, without waiting for it (Close waits).
 func (l *Log) Stop() { l.stopOnce.Do(func() { close(l.stop) }) }
 
+// Stopped reports whether the writer has ended (after Stop or Close).
+func (l *Log) Stopped() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Close is Stop, then waits for the writer to end, or gives up waiting
 // when ctx ends first (a write blocked for good) and returns ctx's error.
 func (l *Log) Close(ctx context.Context) error {
