@@ -359,3 +359,20 @@ func TestAccessLogMalformedRequest(t *testing.T) {
 	wantMessageError(t, dialRaw(t, h), headersFrame(fields(":method", "GET", ":scheme", "https", ":authority", "a b", ":path", "/m")...))
 	checkFields(t, sink.wait(t, 1)[0], map[string]any{"status": 400.0, "reason": "invalid_authority", "host": "a b", "path": "/m", "protocol": "h3", "bytes_out": 0.0})
 }
+
+// TestAccessLogTraceID: with tracing on, the line carries the request's
+// trace ID: the client's traceparent's, or the one the gateway began.
+func TestAccessLogTraceID(t *testing.T) {
+	tp, _ := newTestTracing(t)
+	sink := &logSink{}
+	backend := newH1Backend(t, &traceBackend{})
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", backend)}, TracerProvider: tp,
+		AccessLog: &accesslog.Config{Writer: sink}}, ListenerConfig{}, ProtocolH2)
+	tracedGet(t, h, "/a", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")
+	tracedGet(t, h, "/b", "", "")
+	lines := sink.wait(t, 2)
+	checkFields(t, lines[0], map[string]any{"trace_id": "0af7651916cd43dd8448eb211c80319c", "path": "/a"})
+	if id, _ := lines[1]["trace_id"].(string); len(id) != 32 || id == "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("a new trace's trace_id %q", id)
+	}
+}

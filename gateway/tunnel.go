@@ -62,7 +62,6 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	if b == nil {
 		return
 	}
-	rec.attempts = 1 // one try: a tunnel is never retried
 	outcome, failReason := health.Neutral, ""
 	defer func() { b.Done(outcome, failReason, time.Since(rec.start)) }()
 	if b.Scheme != transport.SchemeHTTP {

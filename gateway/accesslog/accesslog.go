@@ -42,8 +42,8 @@ type Entry struct {
 	// Duration is how long it took: until its answer was sent, for a
 	// tunnel until it closed.
 	Duration time.Duration
-	// RequestID is the x-request-id; TraceID the W3C trace ID, "" when
-	// the request is not traced.
+	// RequestID is the x-request-id; TraceID the W3C trace ID (32 hex
+	// digits), "" when tracing is off.
 	RequestID, TraceID string
 	// Listener is the listener's name; Protocol h1, h2 or h3; Proto the
 	// request's protocol version as in the request line ("HTTP/1.1").
