@@ -110,6 +110,20 @@ func wantAttr(t *testing.T, s tracetest.SpanStub, k string, want any) {
 
 // spansOf splits the exported spans into the server span and the client
 // spans in attempt order.
+// waitServerSpan waits until exp holds a server span: a tunnel's is ended
+// when the gateway records the switch, just after the 101 is sent.
+func waitServerSpan(t *testing.T, exp *tracetest.InMemoryExporter) {
+	t.Helper()
+	eventually(t, 5*time.Second, func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				return true
+			}
+		}
+		return false
+	}, "the server span")
+}
+
 func spansOf(t *testing.T, exp *tracetest.InMemoryExporter) (server tracetest.SpanStub, clients []tracetest.SpanStub) {
 	t.Helper()
 	servers := 0
@@ -460,7 +474,8 @@ func TestTracingWebSocket(t *testing.T) {
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: status %d", resp.StatusCode)
 	}
-	server, clients := spansOf(t, exp) // the server span ends once the switch is recorded
+	waitServerSpan(t, exp) // the server span ends once the switch is recorded, after the 101 went out
+	server, clients := spansOf(t, exp)
 	if len(clients) != 1 || clients[0].Parent.SpanID() != server.SpanContext.SpanID() || server.Parent.SpanID().String() != clientSpanID {
 		t.Fatalf("span tree: server parent %s, %d clients", server.Parent.SpanID(), len(clients))
 	}
@@ -487,6 +502,7 @@ func TestTracingWebSocketRetry(t *testing.T) {
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			t.Fatalf("upgrade %d: status %d", i, resp.StatusCode)
 		}
+		waitServerSpan(t, exp)
 	}
 	server, clients := spansOf(t, exp)
 	if len(clients) != 2 {
