@@ -297,6 +297,19 @@ upstream "static" {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+
+	// Opened with the credentials in the URL, the page still updates
+	// itself: its polls use an origin-absolute URL (fetch refuses one with
+	// credentials).
+	credURL := "http://operator:" + token + "@" + r.a.ControlAddr().String() + "/ui/"
+	if err := chromedp.Do(ctx, chromedp.Navigate(credURL)); err != nil {
+		t.Fatalf("navigate with credentials: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`Number(document.body.dataset.polls || 0) >= 2`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		view, _ := chromedp.Run(ctx, chromedp.Evaluate[pageView](readPage))
+		t.Fatalf("a page opened with credentials in its URL never updated: %v (error %q)", err, view.Error)
+	}
 }
 
 // portOf is the port of a test server.

@@ -273,13 +273,20 @@ func (t *try) failure(rec *recorder, iw *interim) (status int, reason string, o 
 }
 
 // discard ends a failed try that is not relayed: its failure goes to
-// passive health and a 5xx answer is dropped.
+// passive health and a 5xx answer is dropped. The backend's response
+// counts (the status page's) get the try too: a backend failing every try
+// that a retry hides must not look clean.
 func (t *try) discard(rec *recorder, iw *interim) {
 	if t.err == nil {
 		t.resp.Body.Close()
 		t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(t.resp.StatusCode)
+		t.b.Responses().Count(t.resp.StatusCode, false)
 	} else {
-		_, t.reason, t.outcome = t.failure(rec, iw)
+		var status int
+		status, t.reason, t.outcome = t.failure(rec, iw)
+		if t.outcome == health.Failure {
+			t.b.Responses().Count(status, true)
+		}
 	}
 	t.cancel(nil)
 	t.trace.endAtAnswer() // not at the end of a retry's back-off

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -72,6 +73,9 @@ type serverSpan struct {
 	span   trace.Span
 	ctx    context.Context // holds span: the parent of the tries' spans
 	method string          // the span name's method part (methodName)
+	// ended is when the server span ended (zero before): a try's span
+	// ending later is clamped to it, so children never outlive it.
+	ended atomic.Int64 // UnixNano; hedged tries may end on other goroutines
 }
 
 // startSpan starts rec's server span when tracing is on, as a child of the
@@ -159,7 +163,9 @@ func (rec recorder) endSpan(up *upstream.Upstream, b *upstream.Backend, status i
 	if status >= 500 || reason != "" && status < 400 {
 		sp.SetStatus(codes.Error, errType)
 	}
-	sp.End()
+	now := time.Now()
+	s.ended.Store(now.UnixNano())
+	sp.End(trace.WithTimestamp(now))
 }
 
 // tryTrace is one try's client span and the trace context fields its
@@ -171,6 +177,7 @@ type tryTrace struct {
 	// set (answeredAt), the span's end: a try that is not relayed ends
 	// there, not after the retry's back-off.
 	answered, endAt time.Time
+	server          *serverSpan // the parent, whose end bounds this one's
 }
 
 // roundTripped notes that the try's round trip returned (nil-safe).
@@ -212,7 +219,7 @@ func (rec *recorder) startTry(b *upstream.Backend, attempt int, hedge bool) *try
 		attrs = append(attrs, attrHedge.Bool(true))
 	}
 	ctx, span := s.tr.t.Start(s.ctx, method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	tt := &tryTrace{span: span, fields: make(http.Header, 2)}
+	tt := &tryTrace{span: span, fields: make(http.Header, 2), server: s}
 	traceContext.Inject(ctx, propagation.HeaderCarrier(tt.fields))
 	if _, ok := tt.fields["Tracestate"]; !ok {
 		tt.fields["Tracestate"] = nil // the client's must not outlive a parent the gateway did not take
@@ -296,11 +303,17 @@ func (tt *tryTrace) finish(status int, errType string, lost bool) {
 	if errType != "" && !lost {
 		tt.span.SetStatus(codes.Error, errType)
 	}
-	if !tt.endAt.IsZero() {
-		tt.span.End(trace.WithTimestamp(tt.endAt))
-		return
+	end := tt.endAt
+	if end.IsZero() {
+		end = time.Now()
 	}
-	tt.span.End()
+	// The relayed try ends (try.done) just after the request was recorded
+	// and its server span ended: a child outliving its parent by
+	// microseconds makes Jaeger report clock skew.
+	if e := tt.server.ended.Load(); e != 0 && end.UnixNano() > e {
+		end = time.Unix(0, e)
+	}
+	tt.span.End(trace.WithTimestamp(end))
 }
 
 // methodName is m as the semantic conventions name it: a known method, or

@@ -139,6 +139,11 @@ func spansOf(t *testing.T, exp *tracetest.InMemoryExporter) (server tracetest.Sp
 	if servers != 1 {
 		t.Fatalf("%d server spans, want 1: %v", servers, exp.GetSpans())
 	}
+	for _, c := range clients { // Jaeger reports clock skew otherwise
+		if c.EndTime.After(server.EndTime) || c.StartTime.Before(server.StartTime) {
+			t.Errorf("client span %v–%v outside its server span %v–%v", c.StartTime, c.EndTime, server.StartTime, server.EndTime)
+		}
+	}
 	for i := 1; i < len(clients); i++ {
 		for j := i; j > 0; j-- {
 			a, _ := attrOf(clients[j-1], attrAttempt)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -44,7 +45,9 @@ func TestResponseCounts(t *testing.T) {
 		for _, b := range h.gw.Backends() {
 			bs[b.Upstream] = b
 		}
-		if bs["ok"].Responses != got["ok"] || bs["dead"].Responses != got["dead"] {
+		// The dead backend's two tries (the default retry goes to the
+		// same backend when no other is eligible) are both counted on it.
+		if bs["ok"].Responses != got["ok"] || bs["dead"].Responses != (upstream.ResponseCounts{ServerError: 2, Errors: 2}) {
 			t.Errorf("backend counts: ok %+v, dead %+v", bs["ok"].Responses, bs["dead"].Responses)
 		}
 		for _, u := range h.gw.Upstreams() {
@@ -81,5 +84,39 @@ func TestCountResponseAllocs(t *testing.T) {
 	}
 	if c := b.Responses().Load(); c.ServerError != 101 || c.Errors != 101 {
 		t.Errorf("backend counts %+v", c)
+	}
+}
+
+// TestResponseCountsCountRetriedTries: a backend whose every answer is a
+// 503 that a retry hides still shows its 503s on the status page, and a
+// refused connection shows as a gateway-made 502 on its backend; the
+// upstream counts what the clients got.
+func TestResponseCountsCountRetriedTries(t *testing.T) {
+	bad := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	good := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	up := staticUpstream("u", "/", bad, good)
+	up.Static = append(up.Static, closedPort(t, "dead", "http"))
+	up.Retry = retryOn(3, retry.ConnectFailure, retry.Status503)
+	h := newHarnessOver(t, ProtocolH1, up)
+	for range 12 {
+		resp := h.get("/")
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	bs := map[string]upstream.ResponseCounts{}
+	for _, b := range h.gw.Backends() {
+		bs[b.ID] = b.Responses
+	}
+	if c := bs["0"]; c.ServerError == 0 || c.Errors != 0 {
+		t.Errorf("the 503 backend: %+v, want its 503s counted, not as the gateway's", c)
+	}
+	if c := bs["dead"]; c.ServerError == 0 || c.Errors != c.ServerError {
+		t.Errorf("the refusing backend: %+v, want gateway-made 5xx", c)
+	}
+	if c := h.gw.Traffic()["u"]; c != (upstream.ResponseCounts{Success: 12}) {
+		t.Errorf("upstream: %+v, want 12 successes", c)
 	}
 }

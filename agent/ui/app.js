@@ -205,7 +205,10 @@ function render(doc) {
 async function poll() {
   const err = document.getElementById("error");
   try {
-    const resp = await fetch("status.json", { cache: "no-store", credentials: "same-origin" });
+    // An absolute URL from the origin: a page opened as
+    // http://user:token@host/ui/ would resolve a relative one with the
+    // credentials in it, which fetch refuses.
+    const resp = await fetch(location.origin + "/ui/status.json", { cache: "no-store", credentials: "same-origin" });
     if (!resp.ok) throw new Error("status.json: HTTP " + resp.status);
     render(await resp.json());
     err.hidden = true;
