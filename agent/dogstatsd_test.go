@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -312,5 +313,27 @@ telemetry {
 				t.Errorf("the log output lacks the diagnostic:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestReloadRefusesUnresolvableDogStatsD: a reload to a dogstatsd_address
+// that does not resolve is refused at its value, as a start would be, and
+// the running configuration stays.
+func TestReloadRefusesUnresolvableDogStatsD(t *testing.T) {
+	a := backend(t, "a")
+	upstream := fmt.Sprintf("upstream \"a\" {\n  route {}\n  backend \"a\" {\n    address = %q\n  }\n}\n", a.URL)
+	r := start(t, baseConfig+upstream)
+	cert, key := filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
+	bad := fmt.Sprintf(baseConfig+"telemetry {\n  dogstatsd_address = \"dogstatsd.invalid:8125\"\n}\n"+upstream, cert, key)
+	if err := os.WriteFile(r.cfg, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gen, diags, err := r.a.Reload()
+	if err == nil || gen != 1 || len(diags) != 1 ||
+		!regexp.MustCompile(`gateway\.hcl:13:23: Cannot reach DogStatsD address: telemetry dogstatsd_address: .*dogstatsd\.invalid`).MatchString(diags[0]) {
+		t.Fatalf("reload: generation %d, %v, %q", gen, err, diags)
+	}
+	if code, _ := r.get(t, r.url("main", "/")); code != 200 {
+		t.Errorf("GET after the refused reload: %d", code)
 	}
 }

@@ -100,8 +100,8 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 		}
 		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, host)
 		if err != nil {
-			// A host:port that does not resolve (checked by hcl's syntax
-			// only): a configuration error at the address.
+			// hcl resolved the name already (dogstatsd.go there); it can
+			// stop resolving since: the same error at the address.
 			return nil, configErr(t.DogstatsdAddressRange, "Cannot reach DogStatsD address", "telemetry dogstatsd_address", err)
 		}
 		sinks, tel.dogstatsd = append(sinks, s), s
