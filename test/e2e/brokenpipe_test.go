@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,7 +15,7 @@ import (
 // log goes to stdout, a pipe whose reader reads a line and closes it. The
 // agent must not die of SIGPIPE (exit 141): it serves on, counts the lost
 // lines in impulse_access_log_errors, logs the failure, and drains and
-// exits 0 on SIGTERM.
+// exits 0 on SIGTERM. SIGUSR1 first: nothing to reopen, and the log says so.
 func TestAccessLogStdoutReaderGone(t *testing.T) {
 	be := newHTTP1Backend(t, "a")
 	r, w, err := os.Pipe()
@@ -30,6 +31,9 @@ func TestAccessLogStdoutReaderGone(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`^\{"time":".*"path":"/first"`).MatchString(line) {
 		t.Fatalf("first access log line on stdout: %q, %v", line, err)
 	}
+	// SIGUSR1 has no file to reopen, and says so.
+	a.Signal(syscall.SIGUSR1)
+	a.waitLog(10*time.Second, "access log: nothing to reopen: it writes to stdout", nil)
 	r.Close() // the reader goes away: the next writes get EPIPE
 
 	errs := func() int {
