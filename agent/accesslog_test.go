@@ -95,3 +95,28 @@ func TestAccessLogOpenErrorAtPath(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestReopenAccessLogWithoutFile: SIGUSR1 without an access_log block, or
+// with the log on stdout, reopens nothing and says so instead of "access
+// log reopened".
+func TestReopenAccessLogWithoutFile(t *testing.T) {
+	a := backend(t, "a")
+	upstream := fmt.Sprintf("upstream \"a\" {\n  route {}\n  backend \"a\" {\n    address = %q\n  }\n}\n", a.URL)
+	r := start(t, baseConfig+upstream)
+	if err := r.a.ReopenAccessLog(); err != nil {
+		t.Fatal(err)
+	}
+	r.reload(t, "access_log {\n  path = \"stdout\"\n}\n"+baseConfig+upstream)
+	if err := r.a.ReopenAccessLog(); err != nil {
+		t.Fatal(err)
+	}
+	logs := r.logs.String()
+	for _, want := range []string{"access log: nothing to reopen: no access_log block", "access log: nothing to reopen: it writes to stdout: path=stdout"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no %q in the log:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "access log reopened") {
+		t.Errorf("\"access log reopened\" without a file:\n%s", logs)
+	}
+}

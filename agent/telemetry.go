@@ -76,7 +76,12 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	}
 	tel := &telemetry{handler: promhttp.HandlerFor(labelledOnly{reg}, promhttp.HandlerOpts{})}
 	cfg := metrics.DefaultConfig(metricsPrefix)
-	cfg.EnableHostname = !t.DisableHostname
+	// The host is never part of a name (README "DogStatsD"): go-metrics'
+	// EnableHostname would prefix gauge names with it in every sink
+	// (impulse_<host>_upstream_in_flight on /metrics). disable_hostname =
+	// false adds a host tag in the DogStatsD sink only; Prometheus has
+	// the scrape's instance label.
+	cfg.EnableHostname = false
 	cfg.EnableHostnameLabel = false
 	cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
 	cfg.TimerGranularity = time.Millisecond
@@ -89,10 +94,14 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 		sinks = append(sinks, s)
 	}
 	if t.DogstatsdAddress != "" {
-		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, cfg.HostName, !t.DisableHostname)
+		host := cfg.HostName
+		if t.DisableHostname {
+			host = ""
+		}
+		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, host)
 		if err != nil {
-			// A host:port that does not resolve (checked by hcl's syntax
-			// only): a configuration error at the address.
+			// hcl resolved the name already (dogstatsd.go there); it can
+			// stop resolving since: the same error at the address.
 			return nil, configErr(t.DogstatsdAddressRange, "Cannot reach DogStatsD address", "telemetry dogstatsd_address", err)
 		}
 		sinks, tel.dogstatsd = append(sinks, s), s

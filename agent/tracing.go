@@ -74,7 +74,7 @@ func newTracing(cfg *hcl.Tracing, log hclog.Logger) (*tracing, error) {
 	)
 	t := &tracing{cfg: *cfg, tp: tp, exp: le, errs: errs}
 	installOTelErrorLog(errs)
-	log.Info("tracing on", "otlp_endpoint", cfg.Endpoint, "protocol", cfg.Protocol, "tls", cfg.TLS,
+	log.Info("tracing on", "otlp_endpoint", cfg.OTLPEndpoint, "protocol", cfg.Protocol, "tls", cfg.TLS,
 		"sample_ratio", cfg.SampleRatio, "service_name", cfg.ServiceName)
 	return t, nil
 }

@@ -331,3 +331,13 @@ func TestRateLog(t *testing.T) {
 		t.Errorf("lines:\n%s", out.String())
 	}
 }
+
+// TestTracingOnLogsEndpointAsWritten: the "tracing on" line names
+// otlp_endpoint as configured, scheme and path included, not only its
+// host:port.
+func TestTracingOnLogsEndpointAsWritten(t *testing.T) {
+	r := start(t, baseConfig+"tracing {\n  otlp_endpoint = \"http://127.0.0.1:1/otlp/wrong\"\n  protocol      = \"http\"\n}\n")
+	if !strings.Contains(r.logs.String(), "tracing on: otlp_endpoint=http://127.0.0.1:1/otlp/wrong protocol=http") {
+		t.Errorf("no \"tracing on\" line with the endpoint as written:\n%s", r.logs)
+	}
+}

@@ -274,7 +274,9 @@ type Telemetry struct {
 	// DogstatsdAddressRange is the source range of dogstatsd_address (zero
 	// when absent), for an address that does not resolve at start.
 	DogstatsdAddressRange hcl2.Range
-	// DisableHostname drops the hostname prefix from metric names (default true).
+	// DisableHostname, when false, adds the host as a "host" tag to
+	// DogStatsD metrics (default true: no host tag). No sink ever puts the
+	// host in a metric name; Prometheus has the scrape's instance label.
 	DisableHostname bool
 }
 

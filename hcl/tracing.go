@@ -19,6 +19,9 @@ const (
 // over OTLP (README "Tracing"). Comparable: == tells whether a reload
 // changed it.
 type Tracing struct {
+	// OTLPEndpoint is otlp_endpoint as written (scheme and path included),
+	// for messages.
+	OTLPEndpoint string
 	// Endpoint is host:port of the OTLP receiver (otlp_endpoint, required),
 	// without scheme or path.
 	Endpoint string
@@ -106,7 +109,7 @@ func (b blk) otlpEndpoint(a *hcl2.Attribute, s string, t *Tracing) {
 		b.errorf(a, "", "Invalid address", "%q: the path must not have a query, fragment or space.", s)
 		return
 	}
-	t.Endpoint, t.URLPath = hostPort, path
+	t.OTLPEndpoint, t.Endpoint, t.URLPath = s, hostPort, path
 }
 
 // ratio returns the number value of a in [0, 1], or def (absent or

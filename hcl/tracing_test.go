@@ -30,21 +30,21 @@ func TestTracingBlock(t *testing.T) {
 	}{
 		{"absent", ``, nil, ""},
 		{"defaults", `tracing { otlp_endpoint = "127.0.0.1:4317" }`,
-			&Tracing{Endpoint: "127.0.0.1:4317", Protocol: "grpc", SampleRatio: 1, ServiceName: "impulse-agent"}, ""},
+			&Tracing{OTLPEndpoint: "127.0.0.1:4317", Endpoint: "127.0.0.1:4317", Protocol: "grpc", SampleRatio: 1, ServiceName: "impulse-agent"}, ""},
 		{"all", `tracing {
   otlp_endpoint = "collector.internal:4318"
   protocol      = "http"
   sample_ratio  = 0.25
   service_name  = "edge"
-}`, &Tracing{Endpoint: "collector.internal:4318", Protocol: "http", SampleRatio: 0.25, ServiceName: "edge"}, ""},
+}`, &Tracing{OTLPEndpoint: "collector.internal:4318", Endpoint: "collector.internal:4318", Protocol: "http", SampleRatio: 0.25, ServiceName: "edge"}, ""},
 		{"https and path", `tracing {
   otlp_endpoint = "https://otel.example.com:443/otlp/v1/traces"
   protocol      = "http"
-}`, &Tracing{Endpoint: "otel.example.com:443", TLS: true, URLPath: "/otlp/v1/traces", Protocol: "http", SampleRatio: 1, ServiceName: "impulse-agent"}, ""},
+}`, &Tracing{OTLPEndpoint: "https://otel.example.com:443/otlp/v1/traces", Endpoint: "otel.example.com:443", TLS: true, URLPath: "/otlp/v1/traces", Protocol: "http", SampleRatio: 1, ServiceName: "impulse-agent"}, ""},
 		{"http scheme grpc", `tracing {
   otlp_endpoint = "http://[::1]:4317"
   sample_ratio  = 0
-}`, &Tracing{Endpoint: "[::1]:4317", Protocol: "grpc", SampleRatio: 0, ServiceName: "impulse-agent"}, ""},
+}`, &Tracing{OTLPEndpoint: "http://[::1]:4317", Endpoint: "[::1]:4317", Protocol: "grpc", SampleRatio: 0, ServiceName: "impulse-agent"}, ""},
 		{"no port", `tracing { otlp_endpoint = "collector" }`, nil, `tracing otlp_endpoint: "collector" is not host:port`},
 		{"other scheme", `tracing { otlp_endpoint = "grpc://127.0.0.1:4317" }`, nil, "the scheme must be http:// or https://"},
 		{"ratio type", `tracing {

@@ -125,6 +125,13 @@ func runAgent(args []string, stderr io.Writer) int {
 	}
 	signal.Notify(sigs, notify...)
 	defer signal.Stop(sigs)
+	if brokenPipeSignal != nil {
+		// Never read: handling SIGPIPE is what turns it into EPIPE
+		// (signals_unix.go), and Notify drops what does not fit.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, brokenPipeSignal)
+		defer signal.Stop(pipe)
+	}
 	a, err := agent.New(opts)
 	if err != nil {
 		return 1 // New reported it, in the log's format
