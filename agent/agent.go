@@ -90,6 +90,13 @@ type Agent struct {
 	controlToken atomic.Pointer[string]
 
 	controlAddr atomic.Pointer[net.Addr]
+	// traffic is the status page's request rates (traffic.go).
+	traffic *trafficRing
+
+	// tracing is the tracing block's provider (nil: off; guarded by mu);
+	// retiring are the ones reloads replaced, flushing (tracing.go).
+	tracing  *tracing
+	retiring sync.WaitGroup
 }
 
 // New loads the configuration and builds every component without binding a
@@ -140,12 +147,19 @@ func (a *Agent) build() error {
 	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
 		return err
 	}
-	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
-	if a.gw, err = gateway.New(gc); err != nil {
+	if a.tracing, err = newTracing(cfg.Tracing, a.log.Named("tracing")); err != nil {
 		a.tel.close()
 		return err
 	}
+	gc.Logger, gc.Metrics, gc.QUICLogger = a.log.Named("gateway"), a.tel.metrics, newSlogLogger(a.log.Named("quic"))
+	gc.TracerProvider = a.tracing.provider()
+	if a.gw, err = gateway.New(gc); err != nil {
+		a.tracing.shutdown()
+		a.tel.close()
+		return bindError(cfg, err) // an access log file that cannot be opened
+	}
 	a.cfg, a.gen, a.base = cfg, 1, gc
+	a.traffic = newTrafficRing(a.gw.Traffic, trafficBucket, trafficBuckets, time.Now())
 	a.catalog.Store(&catalogReport{})
 	a.disc = newDiscoverySet(a.log.Named("discovery"), a.tel.metrics, a.gw, a.applyCatalog)
 	return nil
@@ -186,7 +200,8 @@ func (a *Agent) load() (*hcl.Config, error) {
 // directory is removed on every return.
 func (a *Agent) Run(ctx context.Context) error {
 	err := a.run(ctx)
-	a.tel.close() // last: the drain's final metrics reach statsd and DogStatsD
+	a.closeTracing() // the drain's last spans are flushed
+	a.tel.close()    // last: the drain's final metrics reach statsd and DogStatsD
 	a.closeDev()
 	if err != nil {
 		a.reportStart(err)
@@ -257,8 +272,9 @@ func (a *Agent) run(ctx context.Context) error {
 			select {
 			case <-samplerCtx.Done():
 				return
-			case <-t.C:
+			case now := <-t.C:
 				a.disc.sampleStaleness()
+				a.traffic.tick(now)
 				if !a.wasReady.Load() {
 					a.ready() // latches wasReady without waiting for a probe
 				}
@@ -302,8 +318,10 @@ func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.S
 // configuration it returns the error and its diagnostics in validate's
 // one-line format (never empty when err is set) and keeps the running one;
 // after the graceful shutdown began it returns ErrDraining and does
-// nothing. Listener changes take effect, and control.token_file is read
-// again (a token added, rotated or removed applies at once); the control
+// nothing. Listener changes take effect, a changed tracing block replaces
+// the TracerProvider (the old one flushes in the background), and
+// control.token_file is read again (a token added, rotated or removed
+// applies at once); the control
 // address and debug endpoints, telemetry and the logger's format need a
 // restart (a warning says so).
 func (a *Agent) Reload() (generation uint64, diags []string, err error) {
@@ -341,8 +359,24 @@ func (a *Agent) reloadLocked() error {
 	if err != nil {
 		return err
 	}
+	trc, err := a.nextTracing(cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	base.TracerProvider = trc.provider()
 	if err := a.applyLocked(cfg, base, true); err != nil {
+		if trc != a.tracing {
+			trc.shutdown()
+			a.tracing.reinstall()
+		}
 		return bindError(cfg, err)
+	}
+	if trc != a.tracing {
+		if trc == nil {
+			a.log.Info("tracing off")
+		}
+		a.retire(a.tracing)
+		a.tracing = trc
 	}
 	a.base = base
 	a.controlToken.Store(&token)

@@ -12,9 +12,11 @@ import (
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
-// controlHandler serves the control API (interface.md "Control API"). When a
-// token is set, every endpoint but /v1/health and /v1/ready needs
-// "Authorization: Bearer <token>" (the scheme in any case, RFC 9110 §11.1).
+// controlHandler serves the control API (interface.md "Control API") and
+// the status page under /ui/ (ui.go). When a token is set, every endpoint
+// but /v1/health and /v1/ready needs it (authorized): "Authorization:
+// Bearer <token>", or HTTP Basic with the token as password for GET and
+// HEAD, so that a browser can open the status page.
 // /v1/ready without the token answers its status code and status only, no
 // reasons: health checkers (Consul, Nomad, load balancers) can probe it
 // without a secret, as Vault's sys/health and Nomad's agent/health, and
@@ -64,6 +66,8 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	mux.HandleFunc("GET /v1/routes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, routeEntries(a.gw.Routes(), a.catalog.Load()))
 	})
+	mux.HandleFunc("GET /v1/status", a.handleStatus) // status.go
+	a.handleUI(mux)                                  // ui.go
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		gen, diags, err := a.Reload()
 		switch {
@@ -87,7 +91,16 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The token is read per request: a reload that adds, rotates or
 		// removes control.token_file applies at once.
+		probe := r.URL.Path == "/v1/health" || r.URL.Path == "/v1/ready" // checkers may send any Host
+		if why := browserSafe(r, probe || *a.controlToken.Load() != ""); why != "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "refused: " + why})
+			return
+		}
 		if r.URL.Path != "/v1/health" && r.URL.Path != "/v1/ready" && !a.authorized(r) {
+			if isUIPath(r.URL.Path) {
+				uiUnauthorized(w) // ui.go: a Basic challenge, so a browser asks
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="impulse-agent"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token"})
 			return
@@ -97,19 +110,29 @@ func (a *Agent) controlHandler(token string, debug bool) http.Handler {
 }
 
 // authorized reports whether r may use the control API: no token is
-// configured, or r carries "Authorization: Bearer <token>". The scheme is
-// case-insensitive (RFC 9110 §11.1) and may be followed by more than one
-// space; the token is compared in constant time.
+// configured, or r carries "Authorization: Bearer <token>", or, for GET and
+// HEAD only, HTTP Basic credentials whose password is the token (any user
+// name; RFC 7617). The scheme is case-insensitive (RFC 9110 §11.1) and may
+// be followed by more than one space; the token is compared in constant
+// time. Basic is refused on other methods against cross-site request
+// forgery: a browser sends remembered Basic credentials with a form that
+// another site posts, never a Bearer token, so POST /v1/reload needs Bearer.
 func (a *Agent) authorized(r *http.Request) bool {
 	token := *a.controlToken.Load()
 	if token == "" {
 		return true
 	}
 	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	switch {
+	case !ok:
 		return false
+	case strings.EqualFold(scheme, "Bearer"):
+		return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
+	case strings.EqualFold(scheme, "Basic") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		_, pass, ok := r.BasicAuth()
+		return ok && subtle.ConstantTimeCompare([]byte(pass), []byte(token)) == 1
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

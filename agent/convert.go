@@ -9,6 +9,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
@@ -32,7 +33,7 @@ const MetaScheme = "impulse-scheme"
 // pointing at the file at fault (cert_file, key_file, ca_file,
 // client_ca_file).
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
-	gc := gateway.Config{Paths: pathOptions(c.Paths), MaxRequests: c.Limits.MaxRequests}
+	gc := gateway.Config{Paths: pathOptions(c.Paths), MaxRequests: c.Limits.MaxRequests, AccessLog: accessLogConfig(c.AccessLog)}
 	for _, l := range c.Listeners {
 		lc, err := listenerConfig(l) // listenertls.go
 		if err != nil {
@@ -57,6 +58,14 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		}
 	}
 	return gc, nil
+}
+
+// accessLogConfig converts the access_log block (nil: off).
+func accessLogConfig(a *hcl.AccessLog) *accesslog.Config {
+	if a == nil {
+		return nil
+	}
+	return &accesslog.Config{Path: a.Path, Format: a.Format, IncludeQuery: a.IncludeQuery}
 }
 
 // upstreamConfig converts one upstream, loading its TLS material from disk.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -147,18 +148,18 @@ func (s *dogServer) waitFor(t *testing.T, name, typ string, tags ...string) dogL
 
 // TestDogStatsDSinkTypesAndTags: the sink sends counters as c, gauges as g
 // and timers as ms, labels as name:value tags after the configured tags,
-// the host as a host tag (never in the name) and no bare tag for an empty
-// label.
+// the host as a host tag (never in the name, even when the host is named
+// like a part of one) and no bare tag for an empty label.
 func TestDogStatsDSinkTypesAndTags(t *testing.T) {
 	srv := newDogServer(t)
-	host, _ := os.Hostname()
-	s, err := newDogStatsdSink(srv.addr(), []string{"env:test", "canary"}, host, true)
+	const host = "upstream" // as the DataDog sink's hostname splicing would cut out of impulse.upstream.in_flight
+	s, err := newDogStatsdSink(srv.addr(), []string{"env:test", "canary"}, host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
 	cfg := metrics.DefaultConfig(metricsPrefix)
-	cfg.HostName, cfg.EnableHostname, cfg.EnableHostnameLabel, cfg.EnableRuntimeMetrics = host, true, false, false
+	cfg.HostName, cfg.EnableHostname, cfg.EnableHostnameLabel, cfg.EnableRuntimeMetrics = host, false, false, false
 	cfg.TimerGranularity = time.Millisecond
 	m, err := metrics.New(cfg, s)
 	if err != nil {
@@ -167,20 +168,21 @@ func TestDogStatsDSinkTypesAndTags(t *testing.T) {
 
 	m.IncrCounterWithLabels([]string{"requests"}, 3, []metrics.Label{{Name: "listener", Value: "public"}, {Name: "upstream", Value: "web"}, {Name: "reason", Value: ""}})
 	m.SetGaugeWithLabels([]string{"upstream", "in_flight"}, 7, []metrics.Label{{Name: "upstream", Value: "web"}})
-	m.AddSampleWithLabels([]string{"discovery", "query_duration"}, 12.5, []metrics.Label{{Name: "service", Value: "web"}})
+	m.AddSampleWithLabels([]string{"discovery", "query", "duration"}, 12.5, []metrics.Label{{Name: "service", Value: "web"}})
+	m.IncrCounter([]string{"access_log", "errors"}, 2)
 
 	c := srv.waitFor(t, "impulse.requests", "c", "listener:public", "upstream:web")
 	if c.value != "3" || !c.has("env:test", "canary", "host:"+host) || slices.ContainsFunc(c.tags, func(s string) bool { return strings.HasPrefix(s, "reason") }) {
 		t.Errorf("counter %+v: want 3 with env:test, canary, host:%s and no reason tag", c, host)
 	}
-	if g := srv.waitFor(t, "impulse.upstream.in_flight", "g", "upstream:web"); g.value != "7" {
+	if g := srv.waitFor(t, "impulse.upstream.in_flight", "g", "upstream:web", "host:"+host); g.value != "7" {
 		t.Errorf("gauge %+v, want 7", g)
 	}
-	if ms := srv.waitFor(t, "impulse.discovery.query_duration", "ms", "service:web"); ms.value != "12.500000" {
+	if ms := srv.waitFor(t, "impulse.discovery.query.duration", "ms", "service:web", "host:"+host); ms.value != "12.500000" {
 		t.Errorf("timer %+v, want 12.5", ms)
 	}
-	if strings.Contains(srv.lines(), "impulse."+host) {
-		t.Errorf("the host is in a metric name:\n%s", srv.lines())
+	if l := srv.waitFor(t, "impulse.access_log.errors", "c", "host:"+host); l.value != "2" {
+		t.Errorf("unlabelled counter %+v, want 2", l)
 	}
 }
 
@@ -234,6 +236,54 @@ upstream "a" {
 	}
 }
 
+// TestHostnameNeverInNames: with disable_hostname = false the host is a
+// host tag on DogStatsD lines, and /metrics keeps its names: go-metrics'
+// EnableHostname would have renamed every gauge impulse_<host>_...
+func TestHostnameNeverInNames(t *testing.T) {
+	srv := newDogServer(t)
+	a := backend(t, "a")
+	r := start(t, baseConfig+fmt.Sprintf(`
+telemetry {
+  disable_hostname  = false
+  dogstatsd_address = %q
+}
+upstream "a" {
+  route {}
+  backend "a" {
+    address = %q
+  }
+}
+`, srv.addr(), a.URL))
+	if code, _ := r.get(t, r.url("main", "/a")); code != 200 {
+		t.Fatalf("GET /a: %d", code)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.waitFor(t, "impulse.requests", "c", "upstream:a", "host:"+host)
+	srv.waitFor(t, "impulse.upstream.backends.eligible", "g", "upstream:a", "host:"+host)
+	srv.waitFor(t, "impulse.tls.certificate.expiry_seconds", "g", "listener:main", "host:"+host)
+	if strings.Contains(srv.lines(), "."+host+".") {
+		t.Errorf("the host is in a DogStatsD name:\n%s", srv.lines())
+	}
+
+	_, body := r.control("GET", "/metrics", "")
+	for _, want := range []string{`impulse_tls_certificate_expiry_seconds{listener="main"`, `impulse_upstream_backends_eligible{upstream="a"}`,
+		`impulse_requests{code="2xx",listener="main",protocol="h3",reason="",upstream="a"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	promHost := regexp.MustCompile(`[^a-zA-Z0-9_]`).ReplaceAllString(host, "_")
+	if m := regexp.MustCompile(`(?m)^impulse_` + regexp.QuoteMeta(promHost) + `_\S*`).FindString(body); m != "" {
+		t.Errorf("the host is in a Prometheus name: %s", m)
+	}
+	if strings.Contains(body, `host="`) {
+		t.Errorf("a host label on /metrics (the scrape's instance label names the target)")
+	}
+}
+
 // TestDogStatsDAddressErrors: a dogstatsd_address that is not host:port is
 // refused by the configuration check, one that does not resolve at start
 // is a *ConfigError; both at the value's file:line:column.
@@ -263,5 +313,27 @@ telemetry {
 				t.Errorf("the log output lacks the diagnostic:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestReloadRefusesUnresolvableDogStatsD: a reload to a dogstatsd_address
+// that does not resolve is refused at its value, as a start would be, and
+// the running configuration stays.
+func TestReloadRefusesUnresolvableDogStatsD(t *testing.T) {
+	a := backend(t, "a")
+	upstream := fmt.Sprintf("upstream \"a\" {\n  route {}\n  backend \"a\" {\n    address = %q\n  }\n}\n", a.URL)
+	r := start(t, baseConfig+upstream)
+	cert, key := filepath.Join(r.dir, "cert.pem"), filepath.Join(r.dir, "key.pem")
+	bad := fmt.Sprintf(baseConfig+"telemetry {\n  dogstatsd_address = \"dogstatsd.invalid:8125\"\n}\n"+upstream, cert, key)
+	if err := os.WriteFile(r.cfg, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gen, diags, err := r.a.Reload()
+	if err == nil || gen != 1 || len(diags) != 1 ||
+		!regexp.MustCompile(`gateway\.hcl:13:23: Cannot reach DogStatsD address: telemetry dogstatsd_address: .*dogstatsd\.invalid`).MatchString(diags[0]) {
+		t.Fatalf("reload: generation %d, %v, %q", gen, err, diags)
+	}
+	if code, _ := r.get(t, r.url("main", "/")); code != 200 {
+		t.Errorf("GET after the refused reload: %d", code)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	hcl2 "github.com/hashicorp/hcl/v2"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -98,9 +99,13 @@ func readToken(path string, rng hcl2.Range) (string, error) {
 }
 
 // bindError turns a listener bind failure of the gateway into a
-// diagnostic at that listener's address; other errors are returned as they
-// are.
+// diagnostic at that listener's address, and an access log file it cannot
+// open into one at access_log path; other errors are returned as they are.
 func bindError(cfg *hcl.Config, err error) error {
+	var oe *accesslog.OpenError
+	if errors.As(err, &oe) && cfg.AccessLog != nil {
+		return configErr(cfg.AccessLog.PathRange, "Cannot open access log", "access_log path", fmt.Errorf("%q: %w", oe.Path, oe.Err))
+	}
 	var le *gateway.ListenerError
 	if !errors.As(err, &le) {
 		return err

@@ -76,7 +76,12 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	}
 	tel := &telemetry{handler: promhttp.HandlerFor(labelledOnly{reg}, promhttp.HandlerOpts{})}
 	cfg := metrics.DefaultConfig(metricsPrefix)
-	cfg.EnableHostname = !t.DisableHostname
+	// The host is never part of a name (README "DogStatsD"): go-metrics'
+	// EnableHostname would prefix gauge names with it in every sink
+	// (impulse_<host>_upstream_in_flight on /metrics). disable_hostname =
+	// false adds a host tag in the DogStatsD sink only; Prometheus has
+	// the scrape's instance label.
+	cfg.EnableHostname = false
 	cfg.EnableHostnameLabel = false
 	cfg.EnableRuntimeMetrics = false // the Go collector covers the runtime
 	cfg.TimerGranularity = time.Millisecond
@@ -89,10 +94,14 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 		sinks = append(sinks, s)
 	}
 	if t.DogstatsdAddress != "" {
-		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, cfg.HostName, !t.DisableHostname)
+		host := cfg.HostName
+		if t.DisableHostname {
+			host = ""
+		}
+		s, err := newDogStatsdSink(t.DogstatsdAddress, t.DogstatsdTags, host)
 		if err != nil {
-			// A host:port that does not resolve (checked by hcl's syntax
-			// only): a configuration error at the address.
+			// hcl resolved the name already (dogstatsd.go there); it can
+			// stop resolving since: the same error at the address.
 			return nil, configErr(t.DogstatsdAddressRange, "Cannot reach DogStatsD address", "telemetry dogstatsd_address", err)
 		}
 		sinks, tel.dogstatsd = append(sinks, s), s
@@ -108,16 +117,26 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 
 // labelledOnly drops the unlabelled series go-metrics' Prometheus sink adds
 // for every metric definition (value 0, never updated) from the impulse_
-// families, all of which carry labels: beside the real series it would read
-// as a zero-valued upstream, e.g. impulse_upstream_backends_eligible 0 firing
-// an "== 0" alert for ever.
+// families that carry labels: beside the real series it would read as a
+// zero-valued upstream, e.g. impulse_upstream_backends_eligible 0 firing
+// an "== 0" alert for ever. The families without labels
+// (gateway.UnlabelledMetrics) keep theirs: it is the real series.
 type labelledOnly struct{ prometheus.Gatherer }
+
+// unlabelled are the Prometheus names of gateway.UnlabelledMetrics.
+var unlabelled = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range gateway.UnlabelledMetrics {
+		m[strings.Join(prefixed(name), "_")] = true
+	}
+	return m
+}()
 
 func (g labelledOnly) Gather() ([]*dto.MetricFamily, error) {
 	mfs, err := g.Gatherer.Gather()
 	out := mfs[:0]
 	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), metricsPrefix+"_") {
+		if strings.HasPrefix(mf.GetName(), metricsPrefix+"_") && !unlabelled[mf.GetName()] {
 			ms := mf.Metric[:0]
 			for _, m := range mf.Metric {
 				if len(m.Label) > 0 {

@@ -85,6 +85,9 @@ type watch struct {
 	// applied: a snapshot reached the upstreams (or was carried over from
 	// an old watch): readiness waits for it, not just for the answer.
 	applied bool
+	// downSince is when each of last's excluded instances was first seen
+	// excluded (by instance ID), for the status page's "last change".
+	downSince map[string]time.Time
 }
 
 func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway, onCatalog func()) *discoverySet {
@@ -409,6 +412,7 @@ func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot, 
 func (w *watch) deliver(d *discoverySet, s discovery.Snapshot) {
 	w.mu.Lock()
 	w.last, w.dirty = &s, true
+	w.downSince = excludedSince(w.downSince, s) // status.go
 	w.mu.Unlock()
 	select {
 	case d.kick <- struct{}{}:

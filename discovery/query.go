@@ -105,6 +105,10 @@ type Snapshot struct {
 	Query Query
 	// Instances is sorted by ID; empty when Consul reports no usable instance.
 	Instances []Instance
+	// Excluded are the instances Consul knows that the health policy
+	// leaves out (failing checks, maintenance), sorted by ID: never
+	// routed to, reported so that a backend that is down shows as down.
+	Excluded []Excluded
 	// Index is the X-Consul-Index of the reply that produced the snapshot.
 	Index uint64
 	// Time is when the snapshot was emitted.
@@ -147,6 +151,51 @@ func instances(q Query, entries []*api.ServiceEntry) []Instance {
 		out = append(out, in)
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Excluded is an instance that fails the query's health policy.
+type Excluded struct {
+	Instance
+	// Status is its aggregated check status: "critical", "warning" (under
+	// the passing policy) or "maintenance".
+	Status string
+	// Checks names its checks that are not passing, as "name: status",
+	// sorted. Check output is left out: it changes with every run of some
+	// checks and would make every answer look new.
+	Checks []string
+}
+
+func (a Excluded) equal(b Excluded) bool {
+	return a.Instance.equal(b.Instance) && a.Status == b.Status && slices.Equal(a.Checks, b.Checks)
+}
+
+// excluded lists the instances of entries that carry q's tags but fail its
+// health policy, sorted by ID: the complement of instances.
+func excluded(q Query, entries []*api.ServiceEntry) []Excluded {
+	var out []Excluded
+	for _, e := range entries {
+		if e == nil || e.Node == nil || e.Service == nil {
+			continue
+		}
+		status := e.Checks.AggregatedStatus()
+		if admits(q.Health, status) || !hasAllTags(e.Service.Tags, q.Tags) {
+			continue
+		}
+		x := Excluded{Instance: Instance{
+			ID: e.Node.Node + "/" + e.Service.ID, Node: e.Node.Node, ServiceID: e.Service.ID,
+			Address: cmp.Or(e.Service.Address, e.Node.Address), Port: e.Service.Port,
+			Tags: slices.Clone(e.Service.Tags), Meta: maps.Clone(e.Service.Meta), Weight: max(e.Service.Weights.Passing, 1),
+		}, Status: cmp.Or(status, api.HealthCritical)}
+		for _, c := range e.Checks {
+			if c != nil && c.Status != api.HealthPassing {
+				x.Checks = append(x.Checks, cmp.Or(c.Name, c.CheckID)+": "+c.Status)
+			}
+		}
+		slices.Sort(x.Checks)
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b Excluded) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -79,9 +79,11 @@ func (c *Client) Status() []WatchStatus {
 // is done, then returns ctx.Err(). It returns another error only for an
 // invalid query or a nil emit, before contacting Consul.
 //
-// emit receives the full usable instance set: first after the first
-// successful query (even if empty), then only when the set changed in content
-// (any field of any instance), whatever the index says. Failed queries never
+// emit receives the full usable instance set and the instances the health
+// policy leaves out: first after the first successful query (even if
+// empty), then only when either changed in content (any field of any
+// instance; for an excluded one its status and failing checks), whatever
+// the index says. Failed queries never
 // emit; they are logged, counted and retried with jittered exponential backoff
 // (MinBackoff..MaxBackoff), forever. emit is called from the calling
 // goroutine, must be cheap and must not modify the snapshot.
@@ -108,34 +110,34 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 	w := &watchState{st: WatchStatus{Query: q}}
 	defer c.track(w)()
 	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
-	var seed *[]Instance
+	var seed *healthResult
 	if last != nil {
-		seed = &last.Instances
+		seed = &healthResult{last.Instances, last.Excluded}
 	}
-	return runWatch(ctx, c, w, watchSpec[[]Instance]{
+	return runWatch(ctx, c, w, watchSpec[healthResult]{
 		seed:     seed,
 		label:    q.Service,
 		endpoint: endpoint,
 		noun:     "instances",
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
-		fetch: func(ctx context.Context, index uint64, wait time.Duration) ([]Instance, uint64, error) {
+		fetch: func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
 			return c.fetch(ctx, q, endpoint, index, wait)
 		},
-		same: sameInstances,
-		size: func(ins []Instance) int { return len(ins) },
+		same: sameHealth,
+		size: func(r healthResult) int { return len(r.ins) },
 		// Only an empty answer is held: a partial set (anti-entropy
-		// registers one instance at a time) still serves, and any instance
-		// shows Consul has its state back.
-		merge: func(base, result []Instance) ([]Instance, bool) {
-			if len(result) == 0 && len(base) > 0 {
+		// registers one instance at a time) still serves, and any usable
+		// instance shows Consul has its state back.
+		merge: func(base, result healthResult) (healthResult, bool) {
+			if len(result.ins) == 0 && len(base.ins) > 0 {
 				return base, true
 			}
 			return result, false
 		},
-		settles: func(result []Instance) bool { return len(result) > 0 },
-		emit: func(ins []Instance, index uint64, at time.Time) {
-			c.metrics.instances(q.Service, len(ins))
-			emit(Snapshot{Query: q, Instances: ins, Index: index, Time: at})
+		settles: func(result healthResult) bool { return len(result.ins) > 0 },
+		emit: func(r healthResult, index uint64, at time.Time) {
+			c.metrics.instances(q.Service, len(r.ins))
+			emit(Snapshot{Query: q, Instances: r.ins, Excluded: r.excl, Index: index, Time: at})
 		},
 	})
 }
@@ -160,10 +162,10 @@ func (c *Client) succeeded(service string, w *watchState, index uint64, at time.
 
 // fetch performs one blocking query of the health endpoint at index and
 // returns the usable instances of q and the reply's X-Consul-Index. Errors are
-// *queryError. With the passing policy Consul filters server-side (?passing);
-// the policy is applied again in code so node checks and maintenance count
-// the same way for both policies.
-func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration) (_ []Instance, _ uint64, err error) {
+// *queryError. Every instance is asked for (no ?passing) and the policy is
+// applied in code: node checks and maintenance count the same way for both
+// policies, and the instances left out are reported (Snapshot.Excluded).
+func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration) (_ healthResult, _ uint64, err error) {
 	opts := (&api.QueryOptions{
 		Datacenter: q.Datacenter,
 		Namespace:  q.Namespace,
@@ -174,19 +176,30 @@ func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint
 	}).WithContext(ctx)
 	start := time.Now()
 	defer func() { c.metrics.queryDone(q.Service, start, err) }()
-	entries, meta, err := c.api.Health().ServiceMultipleTags(q.Service, q.Tags, q.Health == HealthPassing, opts)
+	entries, meta, err := c.api.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
 	if err != nil {
-		return nil, 0, classify(endpoint, unwrapURL(err))
+		return healthResult{}, 0, classify(endpoint, unwrapURL(err))
 	}
 	if meta.ResultsFilteredByACLs && len(entries) == 0 {
-		return nil, 0, classify(endpoint, errACLFiltered)
+		return healthResult{}, 0, classify(endpoint, errACLFiltered)
 	}
 	if c.cfg.Stale {
 		// How far behind the leader the answering server was
 		// (X-Consul-LastContact; 0 from the leader itself).
 		c.metrics.lastContact(q.Service, meta.LastContact)
 	}
-	return instances(q, entries), meta.LastIndex, nil
+	return healthResult{instances(q, entries), excluded(q, entries)}, meta.LastIndex, nil
+}
+
+// healthResult is one answer of the health endpoint: the instances the
+// query admits and the ones it leaves out.
+type healthResult struct {
+	ins  []Instance
+	excl []Excluded
+}
+
+func sameHealth(a, b healthResult) bool {
+	return sameInstances(a.ins, b.ins) && slices.EqualFunc(a.excl, b.excl, Excluded.equal)
 }
 
 // unwrapURL drops the *url.Error wrapper (method and full URL) around

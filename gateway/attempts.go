@@ -75,6 +75,15 @@ func newAttemptPolicy(uc UpstreamConfig, prev *attemptPolicy) (*attemptPolicy, e
 // request routed by an older table to an upstream that left it).
 var defaultAttempts = &attemptPolicy{retry: retry.Default(), retries: new(atomic.Int64)}
 
+// attemptsOf is up's attempt policy in tbl (defaultAttempts for an
+// upstream that left it).
+func attemptsOf(tbl *table, up *upstream.Upstream) *attemptPolicy {
+	if ap := tbl.attempts[up]; ap != nil {
+		return ap
+	}
+	return defaultAttempts
+}
+
 // takeRetry counts one more retry (or hedge) in flight to up if its budget
 // allows one: at most max(min_retry_concurrency, budget_percent % of the
 // requests in flight to up's backends, retries included). Only the retry
@@ -211,10 +220,15 @@ type try struct {
 	// once it is over.
 	outcome health.Outcome
 	reason  string
+	trace   *tryTrace // the try's client span; nil: not traced (tracing.go)
 }
 
-// done ends t: its outcome goes to passive health (exactly once per try).
-func (t *try) done() { t.b.Done(t.outcome, t.reason, time.Since(t.start)) }
+// done ends t: its outcome goes to passive health and its span (exactly
+// once per try).
+func (t *try) done() {
+	t.b.Done(t.outcome, t.reason, time.Since(t.start))
+	t.trace.end(t)
+}
 
 // condition is the retry condition t's failure matches; 0 when it matches
 // none (an answer the policy never retries, the client's doing, a failure
@@ -259,15 +273,23 @@ func (t *try) failure(rec *recorder, iw *interim) (status int, reason string, o 
 }
 
 // discard ends a failed try that is not relayed: its failure goes to
-// passive health and a 5xx answer is dropped.
+// passive health and a 5xx answer is dropped. The backend's response
+// counts (the status page's) get the try too: a backend failing every try
+// that a retry hides must not look clean.
 func (t *try) discard(rec *recorder, iw *interim) {
 	if t.err == nil {
 		t.resp.Body.Close()
 		t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(t.resp.StatusCode)
+		t.b.Responses().Count(t.resp.StatusCode, false)
 	} else {
-		_, t.reason, t.outcome = t.failure(rec, iw)
+		var status int
+		status, t.reason, t.outcome = t.failure(rec, iw)
+		if t.outcome == health.Failure {
+			t.b.Responses().Count(status, true)
+		}
 	}
 	t.cancel(nil)
+	t.trace.endAtAnswer() // not at the end of a retry's back-off
 	t.done()
 }
 
@@ -303,7 +325,8 @@ func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up
 		tried[n-1] = t.b
 		rec.attempts = n // t.b is acquired
 		wait, own, cause := tryWait(up, p, t.b)
-		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause)
+		t.trace = rec.startTry(t.b, n, false)
+		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause, t.trace)
 		iw.finish() // no 1xx after this: w is the handler's again
 		if t.err == nil && t.resp.StatusCode < 200 {
 			// Only a 101 arrives as a final response (net/http), and the
@@ -405,7 +428,8 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	defer idle.release(resp)
 	rec.grpc.watch(resp)
 	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
-	backendErr, clientErr := copyResponse(w, resp, r.ProtoMajor)
+	var backendErr, clientErr error
+	rec.bytesOut, backendErr, clientErr = copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:
 		// The backend answered early, then the connection broke on the

@@ -84,9 +84,9 @@ func FuzzOutgoingHeaders(f *testing.F) {
 		tr, tunneled := tunnelOf(r)
 		var out *http.Request
 		if tunneled {
-			out, _ = tunnelOutgoing(r.Context(), r, b, tr)
+			out, _ = tunnelOutgoing(r.Context(), r, b, tr, nil)
 		} else {
-			out, _ = outgoing(r.Context(), r, b, nil, false)
+			out, _ = outgoing(r.Context(), r, b, nil, false, nil)
 		}
 		for k, vs := range out.Header {
 			if !httpguts.ValidHeaderFieldName(k) {

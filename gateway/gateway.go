@@ -19,7 +19,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
@@ -49,6 +51,18 @@ type Config struct {
 	// upstream's limits are looked at (admission.go). Apply switches it at
 	// once; requests in flight keep their slots.
 	MaxRequests int
+	// TracerProvider makes the spans of every request (tracing.go, README
+	// "Tracing"); nil means tracing off: nothing is parsed or added, and a
+	// client's traceparent reaches the backend unchanged. Apply switches it
+	// for new requests; the caller owns its shutdown.
+	TracerProvider trace.TracerProvider
+	// AccessLog turns the access log on (nil: off): one line per request,
+	// written by its own goroutine, never blocking a request (accesslog
+	// package; impulse_access_log_dropped and _errors count lines lost).
+	// New and Apply open its file (Apply again when unchanged, for
+	// logrotate; a failure then keeps the open one). Errors: a file that
+	// cannot be opened for appending (*accesslog.OpenError).
+	AccessLog *accesslog.Config
 }
 
 // ListenerConfig is one listener: HTTP/3 on a UDP socket and HTTP/1.1 and
@@ -222,6 +236,11 @@ type Gateway struct {
 	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
+	tracer        atomic.Pointer[tracer]             // nil: tracing off (tracing.go)
+	access        accessLog                          // Config.AccessLog (accesslog.go)
+
+	// traffic counts responses by upstream name for the status page (traffic.go).
+	traffic atomic.Pointer[map[string]*upstream.ResponseCounter]
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -236,7 +255,12 @@ func New(cfg Config) (*Gateway, error) {
 		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests})}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
 	g.paths.Store(&cfg.Paths)
+	g.setTracerProvider(cfg.TracerProvider)
+	if err := g.startAccessLog(cfg.AccessLog); err != nil {
+		return nil, err
+	}
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
+		g.closeAccessLog(time.Second)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -267,11 +291,18 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 	if g.shutdown {
 		return errClosed
 	}
-	if err := g.applyUpstreamsLocked(cfg.Upstreams); err != nil {
+	out, err := g.prepareAccessLog(cfg.AccessLog) // accesslog.go
+	if err != nil {
 		return err
 	}
+	if err := g.applyUpstreamsLocked(cfg.Upstreams); err != nil {
+		out.Close()
+		return err
+	}
+	g.commitAccessLog(cfg.AccessLog, out)
 	g.paths.Store(&cfg.Paths)
 	g.global.Set(concurrency.Limits{Max: cfg.MaxRequests})
+	g.setTracerProvider(cfg.TracerProvider)
 	return g.applyListenersLocked(ctx, cfg.Listeners)
 }
 
@@ -349,6 +380,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 			next.limiters[name] = concurrency.New(uc.concurrencyLimits())
 		}
 	}
+	g.keepTraffic(next)
 	g.table.Store(next)
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {
@@ -458,6 +490,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}
+	g.closeAccessLog(accessLogFlushWait) // every request has been recorded
 	g.stopSampling()
 	g.sampling.Wait()
 	g.workers.close()

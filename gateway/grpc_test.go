@@ -330,28 +330,33 @@ func testB19GRPC(t *testing.T, uc UpstreamConfig) {
 		if err != nil || len(frames) < 7 || frames[0].typ != 1 || frames[len(frames)-1].typ != 1 {
 			t.Fatalf("frames %s (%v)", kinds(frames), err)
 		}
-		// Messages may share a DATA frame only if they were not 200 ms
-		// apart; collect the arrival time of each message.
+		// The backend sends a message every 200 ms: each must have been
+		// flushed on its own (one per DATA frame), and they must not all
+		// have been held back to the end. (Gaps between two arrivals are
+		// not asserted: a loaded machine delays one and the next follows
+		// closely, which is not batching.)
 		var msgs []string
 		var times []time.Time
 		for i, f := range frames[1 : len(frames)-1] {
 			if f.typ != 0 {
 				t.Fatalf("frame %d is not DATA", i+1)
 			}
-			for p := f.payload; len(p) >= 5; {
-				n := binary.BigEndian.Uint32(p[1:5])
-				msgs = append(msgs, string(p[5:5+n]))
+			n := 0
+			for p := f.payload; len(p) >= 5; n++ {
+				l := binary.BigEndian.Uint32(p[1:5])
+				msgs = append(msgs, string(p[5:5+l]))
 				times = append(times, at[i+1])
-				p = p[5+n:]
+				p = p[5+l:]
+			}
+			if n > 1 {
+				t.Errorf("DATA frame %d holds %d messages: held back and batched", i+1, n)
 			}
 		}
 		if strings.Join(msgs, ",") != "msg0,msg1,msg2,msg3,msg4" {
 			t.Fatalf("messages %v", msgs)
 		}
-		for i := 1; i < len(times); i++ {
-			if gap := times[i].Sub(times[i-1]); gap < 100*time.Millisecond {
-				t.Errorf("message %d arrived %v after the previous one: held back and batched", i, gap)
-			}
+		if span := times[len(times)-1].Sub(times[0]); span < 400*time.Millisecond {
+			t.Errorf("the messages, sent over 800 ms, arrived within %v: held back", span)
 		}
 		if st, _ := frames[len(frames)-1].field("grpc-status"); st != "0" {
 			t.Errorf("trailers %v", frames[len(frames)-1].fields)

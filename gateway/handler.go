@@ -37,6 +37,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	start := time.Now()
 	rec := recorder{g: g, listener: listener, r: r, start: start, grpc: newGRPCCall(w, r, start),
 		requestID: requestIDOf(r)} // before anything answers: every answer carries it (requestid.go)
+	rec.startSpan() // tracing.go: after the ID, which the span carries
 	tbl := g.table.Load()
 	lim := g.limitsFor(listener)
 	if len(r.RequestURI) > lim.MaxURIBytes {
@@ -94,6 +95,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		rec.finish(w, nil, nil, http.StatusNotFound, transport.ReasonNoRoute)
 		return
 	}
+	rec.routed(rt) // the span's name and http.route (tracing.go)
 	up := rt.Target
 	switch earlyDataAction(r.Method, inEarlyData(r)) {
 	case earlyReject:
@@ -110,7 +112,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if tunneled {
-		g.serveTunnel(rec, w, r, rt, tr) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(rec, w, r, rt, tr, attemptsOf(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
@@ -128,16 +130,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request)
 	}
 	defer held.release() // once the response is done
 	settleBody(w, r)     // before a backend is picked: it may wait for the body's first byte
-	defer limitBody(w, r, maxBody, lim.ClientBodyTimeout).stop()
+	rec.body = limitBody(w, r, maxBody, lim.ClientBodyTimeout)
+	defer rec.body.stop()
 	b := g.pick(rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return
 	}
-	ap := tbl.attempts[up]
-	if ap == nil {
-		ap = defaultAttempts
-	}
-	g.proxy(rec, w, r, up, ap, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(rec, w, r, up, attemptsOf(tbl, up), b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // recorder carries what every outcome of one request is recorded with.
@@ -154,6 +153,19 @@ type recorder struct {
 	// one entry, shared with r.Header (requestIDOf): sent to the backend,
 	// set on every answer (setRequestID) and logged.
 	requestID []string
+	// traceID is the request's W3C trace ID (32 hex digits) whenever
+	// tracing is on, sampled or not; "" when off. span is its server
+	// span (nil: off; tracing.go).
+	traceID string
+	span    *serverSpan
+	// body is the request body as read from the client (nil: none), which
+	// counts the bytes relayed; bytesOut the response body bytes written
+	// to the client. Both for the access log.
+	body     *stallBody
+	bytesOut int64
+	// tunnel is set once a tunnel is open: its access-log line waits for
+	// its end (accesslog.go).
+	tunnel *tunnel
 }
 
 // id is the request's ID ("" for a recorder not made by serve).
@@ -236,7 +248,8 @@ func (rec recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *upst
 	h["X-Impulse-Error"] = []string{reason}
 	h["Cache-Control"] = []string{"no-store"}
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	n, _ := w.Write([]byte(http.StatusText(status) + ": " + reason + "\n"))
+	rec.bytesOut = int64(n)
 	rec.record(up, b, status, reason)
 }
 
@@ -252,11 +265,14 @@ func (rec recorder) record(up *upstream.Upstream, b *upstream.Backend, status in
 		backendID = b.ID
 	}
 	g.metrics.request(rec.listener, protocolOf(r), upName, status, reason, elapsed)
+	rec.endSpan(up, b, status, reason)     // tracing.go
+	g.countResponse(up, b, status, reason) // traffic.go: the status page's counters
 	grpcStatus := ""
 	if rec.grpc != nil {
 		grpcStatus = rec.grpc.outcome(status)
 		g.metrics.grpcRequest(rec.listener, protocolOf(r), upName, status, grpcStatus)
 	}
+	g.logAccess(&rec, upName, backendID, status, reason, grpcStatus, elapsed) // accesslog.go
 	if g.log.IsDebug() {
 		args := []any{"request_id", rec.id(), "method", r.Method, "host", r.Host, "path", r.URL.Path,
 			"status", status, "reason", reason, "upstream", upName, "backend", backendID,

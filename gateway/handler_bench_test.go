@@ -71,12 +71,19 @@ func (*h3Writer) SetReadDeadline(time.Time) error { return nil }
 // benchHandler runs GETs through the handler; h3 sends them as quic-go
 // delivers them (see BenchmarkHandlerH3GET).
 func benchHandler(b *testing.B, m *metrics.Metrics, h3 bool) {
+	benchHandlerConfig(b, Config{Metrics: m}, h3)
+}
+
+// benchHandlerConfig is benchHandler with more of the gateway's Config
+// (its upstreams are the benchmark's).
+func benchHandlerConfig(b *testing.B, cfg Config, h3 bool) {
 	mem := memBackend{body: bytes.Repeat([]byte("x"), 64)}
 	uc := UpstreamConfig{Config: upstream.Config{Name: "web",
 		NewTransport: func(transport.Options) (transport.RoundTripper, error) { return mem, nil }},
 		Routes: []RouteConfig{{PathPrefix: "/"}},
 		Static: []upstream.Spec{{ID: "a", Scheme: "http", Host: "127.0.0.1", Port: 1, Weight: 1}, {ID: "b", Scheme: "http", Host: "127.0.0.1", Port: 2, Weight: 1}}}
-	g, err := New(Config{Upstreams: []UpstreamConfig{uc}, Metrics: m})
+	cfg.Upstreams = []UpstreamConfig{uc}
+	g, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,6 +177,6 @@ func BenchmarkOutgoing(b *testing.B) {
 		RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}).WithContext(b.Context())
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = outgoing(r.Context(), r, be, nil, false)
+		_, _ = outgoing(r.Context(), r, be, nil, false, nil)
 	}
 }

@@ -51,8 +51,9 @@ func (h *hedging) launch(b *upstream.Backend, hedge, counted bool) {
 	h.running = append(h.running, t)
 	h.rec.attempts++
 	wait, own, cause := tryWait(h.up, &h.ap.retry, b)
+	t.trace = h.rec.startTry(b, h.rec.attempts, hedge)
 	go func() {
-		t.resp, t.ctx, t.cancel, t.err = roundTrip(ctx, h.r, b, nil, wait, own, cause)
+		t.resp, t.ctx, t.cancel, t.err = roundTrip(ctx, h.r, b, nil, wait, own, cause, t.trace)
 		if t.err == nil && t.resp.StatusCode < 200 {
 			t.resp.Body.Close()
 			t.resp, t.err = nil, errSwitchingProtocols

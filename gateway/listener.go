@@ -121,6 +121,16 @@ func (l *listener) configure(lc ListenerConfig, p protoSet, port int) {
 	l.altSvc.Store(&v)
 }
 
+// tls12CipherSuites are the TLS 1.2 suites the TCP listener offers: ECDHE
+// with an AEAD only, Mozilla's "intermediate" profile and RFC 9113 §9.2.2's
+// floor for HTTP/2. Go's defaults add ECDHE with CBC-SHA, which a scanner
+// flags as weak. TLS 1.3 suites are not configurable and all AEAD.
+var tls12CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // deriveTLS builds the per-ingress configurations from the configured one.
 // Client authentication, certificates and GetCertificate carry over to
 // both, so QUIC and TCP admit exactly the same clients.
@@ -137,6 +147,9 @@ func deriveTLS(base *tls.Config, p protoSet) *listenerTLS {
 		t.NextProtos = append(t.NextProtos, "http/1.1")
 	}
 	t.MinVersion = tls.VersionTLS12
+	if t.CipherSuites == nil {
+		t.CipherSuites = tls12CipherSuites
+	}
 	if base.MinVersion > tls.VersionTLS12 && base.MinVersion != tls.VersionTLS13 {
 		t.MinVersion = base.MinVersion
 	}
@@ -562,4 +575,5 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	closeAll(ls)
 	g.drains.forceAll()
+	g.closeAccessLog(time.Second) // the process exits next: what it holds, quickly
 }

@@ -40,6 +40,8 @@ var (
 		{Name: metricBudgetExhausted, Help: "Retries and hedges not sent because the upstream's retry budget was spent, by upstream."},
 		{Name: metricHedges, Help: "Hedged copies of slow requests sent, by upstream."},
 		{Name: metricHedgesWon, Help: "Hedged copies whose answer was relayed (the first answer), by upstream."},
+		{Name: metricAccessLogDropped, Help: "Access log lines dropped because the writer fell behind (its buffer was full)."},
+		{Name: metricAccessLogErrors, Help: "Access log lines lost because writing them failed (a full disk, a closed pipe)."},
 	}
 	// The duration histogram (request_duration_bucket{le}, _sum, _count, ms)
 	// has no definition: go-metrics would add an unlabelled zero series, a
@@ -72,6 +74,8 @@ type gatewayMetrics struct {
 	tunnelMu       sync.Mutex   // one byte flush at a time
 	overloadCounts              // limitmetrics.go
 	attemptCounts  sync.Map     // attemptKey → *attemptCount (retrymetrics.go)
+
+	accessLog accessLogCounts // accesslog.go
 }
 
 type requestKey struct{ listener, protocol, upstream, code, reason string }
@@ -224,6 +228,7 @@ func (gm *gatewayMetrics) flush(now time.Time, live func(upstream string) bool) 
 	gm.flushRateLimited(now, live)
 	gm.flushOverloads(now, live)
 	gm.flushAttempts(now, live)
+	gm.flushAccessLog(now)
 }
 
 // connDelta adds d to a listener's connection gauge: TCP connections when

@@ -50,8 +50,8 @@ func removeHopHeaders(h http.Header) {
 // wrapped (the returned *trailerBody, nil when not needed) when trailers are
 // forwarded or hook asks for the end-of-body signal (a timer of the try's
 // own). Header values are shared with r, not copied (neither side modifies
-// them): this is the hot path.
-func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool) (*http.Request, *trailerBody) {
+// them): this is the hot path. tt is the try's trace (nil: not traced).
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool, tt *tryTrace) (*http.Request, *trailerBody) {
 	h := make(http.Header, len(r.Header)+3)
 	for k, v := range r.Header {
 		h[k] = v
@@ -122,6 +122,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cli
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
 	setClientCert(ctx, out.Header, r) // clientcert.go
+	tt.setFields(out.Header)          // traceparent, tracestate (tracing.go)
 	return out, tb
 }
 
@@ -186,15 +187,16 @@ func (t *trailerBody) again(rb *replayBody) func() (io.ReadCloser, error) {
 // cause is the timer's cancellation cause (ErrResponseHeaderTimeout, or
 // errPerTryTimeout which wraps it). The returned context carries the cause
 // when that timer fired; the caller must call cancel once the response body
-// is done.
-func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+// is done. tt is the try's trace (nil: not traced).
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error, tt *tryTrace) (*http.Response, context.Context, context.CancelCauseFunc, error) {
 	if !own || wait <= 0 {
-		out, _ := outgoing(ctx, r, b, cb, false)
+		out, _ := outgoing(ctx, r, b, cb, false, tt)
 		resp, err := b.Transport.RoundTrip(out)
+		tt.roundTripped()
 		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	out, body := outgoing(ctx, r, b, cb, true)
+	out, body := outgoing(ctx, r, b, cb, true, tt)
 	// As net/http's ResponseHeaderTimeout, the wait starts once the request
 	// is fully sent: a client still sending its body is not the backend's
 	// delay.
@@ -214,6 +216,7 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cl
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
+	tt.roundTripped()
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()
@@ -257,8 +260,9 @@ var (
 // copyResponse writes the backend response to w, streaming the body and
 // flushing each chunk so slow or long-lived responses reach the client as
 // they arrive; a response without content (hasNoContent) gets its header
-// only. It returns a backend read error or a client write error.
-func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (backendErr, clientErr error) {
+// only. It returns the body bytes written to w, and a backend read error
+// or a client write error.
+func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (written int64, backendErr, clientErr error) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
 	// Alt-Svc describes the connection the client used, which is the
@@ -292,7 +296,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 	if noContent {
 		// Whatever a misbehaving backend sent as content is dropped
 		// (RFC 9112 §6.3): the HEADERS frame ends the stream.
-		return nil, nil
+		return 0, nil, nil
 	}
 	flusher, _ := w.(http.Flusher)
 	if flusher != nil && streamsBody(resp) {
@@ -301,12 +305,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 	bufp, pool := copyBufPool.Get().(*[]byte), &copyBufPool
 	defer func() { pool.Put(bufp) }()
 	buf := *bufp
-	var written int64
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return nil, werr
+				return written, nil, werr
 			}
 			written += int64(n)
 			more := resp.ContentLength < 0 || written < resp.ContentLength
@@ -328,11 +331,11 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, clientMajor int) (
 			break
 		}
 		if rerr != nil {
-			return rerr, nil
+			return written, rerr, nil
 		}
 	}
 	for k, v := range resp.Trailer {
 		h[http.TrailerPrefix+k] = v
 	}
-	return nil, nil
+	return written, nil, nil
 }

@@ -330,13 +330,19 @@ func TestR04RetryStormIsBounded(t *testing.T) {
 type slowBackend struct {
 	hits     *hits
 	canceled atomic.Int64
-	delay    time.Duration
+	delay    atomic.Int64 // time.Duration: a test changes it while requests run
+}
+
+func newSlowBackend(d time.Duration) *slowBackend {
+	s := &slowBackend{hits: newHits()}
+	s.delay.Store(int64(d))
+	return s
 }
 
 func (s *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.hits.note(r)
 	select {
-	case <-time.After(s.delay):
+	case <-time.After(time.Duration(s.delay.Load())):
 		io.WriteString(w, "slow")
 	case <-r.Context().Done():
 		s.canceled.Add(1)
@@ -349,7 +355,7 @@ func (s *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // would eject with consecutive_failures = 1). POSTs are never hedged.
 func TestHedgeWinsOverASlowBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		slow := &slowBackend{hits: newHits(), delay: 2 * time.Second}
+		slow := newSlowBackend(2 * time.Second)
 		fast := newHits()
 		uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, okBackend(fast)))
 		uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
@@ -382,7 +388,7 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 			}
 		}
 		// POSTs go out once.
-		slow.delay = 200 * time.Millisecond
+		slow.delay.Store(int64(200 * time.Millisecond))
 		before := slow.hits.total.Load() + fast.total.Load()
 		for i := range 4 {
 			if code, _ := sendOne(t, h, "POST", "/hedge", "p"+strconv.Itoa(i), 16); code != 200 {
@@ -398,7 +404,7 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 // TestHedgesCountAgainstTheBudget: with a budget of no retries at all, no
 // hedge is sent; the refusals are counted.
 func TestHedgesCountAgainstTheBudget(t *testing.T) {
-	slow := &slowBackend{hits: newHits(), delay: 150 * time.Millisecond}
+	slow := newSlowBackend(150 * time.Millisecond)
 	uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, slow))
 	uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
 	uc.Retry = retry.Default()
@@ -425,7 +431,7 @@ func TestPerTryTimeout(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		for _, scheme := range []string{"http", "https"} {
 			t.Run(scheme, func(t *testing.T) {
-				stall := &slowBackend{hits: newHits(), delay: time.Minute}
+				stall := newSlowBackend(time.Minute)
 				fast := newHits()
 				var s1, s2 *httptest.Server
 				if scheme == "https" {
@@ -492,7 +498,7 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 // with the retries spent, the gateway waits for the slow first try's 200
 // instead of relaying the 503 and canceling it.
 func TestHedgeFailedAnswerWaitsForARunningTry(t *testing.T) {
-	slow := &slowBackend{hits: newHits(), delay: 300 * time.Millisecond}
+	slow := newSlowBackend(300 * time.Millisecond)
 	busy := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))

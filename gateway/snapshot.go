@@ -27,6 +27,14 @@ type UpstreamInfo struct {
 	Backends      []string    `json:"backends"`
 	// Pending is true while a discovery-fed upstream has not synced.
 	Pending bool `json:"discovery_pending"`
+	// InFlight and Queue are the requests the upstream's concurrency
+	// limit counts and holds waiting (limits max_requests, max_queue;
+	// MaxRequests 0: no limit). Responses counts its responses by class
+	// since the upstream's name first appeared (reloads keep it).
+	InFlight    int64                   `json:"in_flight"`
+	Queue       int64                   `json:"queue"`
+	MaxRequests int                     `json:"max_requests"`
+	Responses   upstream.ResponseCounts `json:"responses"`
 }
 
 // BackendInfo is the snapshot of one backend for the control API.
@@ -57,6 +65,7 @@ type BackendInfo struct {
 	InFlight   int64               `json:"in_flight"`
 	Requests   uint64              `json:"requests"`
 	Weight     int                 `json:"weight"`
+	BackendDetail
 }
 
 // Routes returns the route table in match order.
@@ -77,6 +86,7 @@ func (g *Gateway) Upstreams() []UpstreamInfo {
 		cfg := t.configs[name]
 		set := u.Current()
 		info := UpstreamInfo{Name: name, LoadBalancing: orDefault(cfg.LoadBalancing, "round_robin"), Pending: set.Pending, Backends: []string{}}
+		g.upstreamLoad(t, name, &info) // status.go
 		for _, rc := range cfg.Routes {
 			info.Routes = append(info.Routes, RouteInfo{Upstream: name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods), Upgrades: upgradesOf(rc.Upgrades)})
 		}
@@ -112,7 +122,8 @@ func (g *Gateway) Backends() []BackendInfo {
 		for _, sp := range set.Suppressed {
 			out = append(out, BackendInfo{ID: sp.ID, Upstream: name, Source: upstream.SourceDiscovery,
 				Address: sp.Scheme + "://" + sp.Addr(), Health: "unknown", HealthReason: sp.Suppressed,
-				Membership: "suppressed", Weight: max(sp.Weight, 1), Resolution: upstream.Resolution{Kind: "none"}})
+				Membership: "suppressed", Weight: max(sp.Weight, 1), Resolution: upstream.Resolution{Kind: "none"},
+				BackendDetail: BackendDetail{ConfiguredWeight: max(sp.Weight, 1)}})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -146,6 +157,7 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 	if !till.IsZero() {
 		info.Ejected, info.EjectedUntil = true, &till
 	}
+	info.BackendDetail = detailOf(b) // status.go
 	return info
 }
 

@@ -33,6 +33,8 @@ type stallBody struct {
 	since   atomic.Int64 // when the read in progress started (ns after epoch, +1); 0: no read
 	armed   atomic.Bool
 	tripped atomic.Bool
+	// n counts the bytes read from the client (for the access log).
+	n atomic.Int64
 
 	mu      sync.Mutex // guards timer and stopped; held while the deadline is set
 	timer   *time.Timer
@@ -55,6 +57,9 @@ func (s *stallBody) Read(p []byte) (int, error) {
 	s.since.Store(int64(time.Since(s.epoch)) + 1)
 	n, err := s.ReadCloser.Read(p)
 	s.since.Store(0)
+	if n > 0 {
+		s.n.Add(int64(n))
+	}
 	if err != nil && err != io.EOF && s.tripped.Load() {
 		return n, errClientBodyTimeout
 	}
@@ -83,6 +88,15 @@ func (s *stallBody) check() {
 		next = s.timeout - waited
 	}
 	s.timer.Reset(next)
+}
+
+// received is the number of body bytes read from the client (0 for a nil
+// s: no body).
+func (s *stallBody) received() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.n.Load()
 }
 
 // stop ends the watch; no deadline is set after it returns. A nil s is a

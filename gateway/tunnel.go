@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -39,7 +41,7 @@ const tunnelLinger = 10 * time.Second
 // the backend's 101 does not switch to the protocol asked for, or an
 // extended CONNECT got a 2xx that is not a switch (upgrade_refused). A
 // backend that refuses the upgrade with its own answer gets it relayed.
-func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest) {
+func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest, ap *attemptPolicy) {
 	up := rt.Target
 	if !upgradeAllowed(rt.Upgrades, tr.token) {
 		rec.finish(w, up, nil, http.StatusForbidden, reasonUpgradeNotAllowed)
@@ -70,16 +72,38 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out, key := tunnelOutgoing(ctx, r, b, tr)
+	tt := rec.startTry(b, 1, false) // the handshake's client span (tracing.go)
+	out, key := tunnelOutgoing(ctx, r, b, tr, tt)
+	rec.attempts = 1
 	resp, err := b.Transport.RoundTrip(out)
+	tried := []*upstream.Backend{b}
+	for n := 1; err != nil && transport.IsConnectFailure(err) && ctx.Err() == nil; n++ {
+		// The backend never saw the handshake: another may take it, as
+		// any request's connect-failure retry (attempts.go).
+		next := g.tunnelRetry(r, up, ap, tried, n)
+		if next == nil {
+			break
+		}
+		b.Done(health.Failure, transport.ReasonConnect, time.Since(rec.start))
+		tt.endTunnel(nil, transport.ReasonConnect)
+		b = next
+		tried = append(tried, b)
+		rec.attempts = n + 1
+		tt = rec.startTry(b, n+1, false)
+		out, key = tunnelOutgoing(ctx, r, b, tr, tt)
+		resp, err = b.Transport.RoundTrip(out)
+		ap.retries.Add(-1)
+	}
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)
+		tt.endTunnel(nil, reason)
 		if status != transport.StatusClientClosed {
 			outcome, failReason = health.Failure, reason
 		}
 		rec.finish(w, up, b, status, reason)
 		return
 	}
+	tt.endTunnel(resp, "")
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		if tr.extended && resp.StatusCode < 300 {
@@ -93,7 +117,8 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 			outcome, failReason = health.Failure, "status "+resp.Status
 		}
 		rec.setRequestID(resp.Header)
-		if _, cerr := copyResponse(w, resp, r.ProtoMajor); cerr != nil {
+		var cerr error
+		if rec.bytesOut, _, cerr = copyResponse(w, resp, r.ProtoMajor); cerr != nil {
 			rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
 			return
 		}
@@ -119,23 +144,48 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	outcome = health.Success
+	rec.tunnel = t // its access-log line waits for its end
 	rec.record(up, b, status, "")
 	t.key = tunnelKey{listener: rec.listener, upstream: up.Name(), upgrade: tr.token}
 	t.toBackend.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), true})
 	t.toClient.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), false})
-	if !t.run(tunnelsOf(r.Context())) {
+	clean := t.run(tunnelsOf(r.Context()))
+	t.logAccessEnd() // accesslog.go
+	if !clean {
 		panic(http.ErrAbortHandler) // HTTP/2, HTTP/3: a reset, never a clean end of a broken tunnel
 	}
+}
+
+// tunnelRetry picks and acquires the backend for retry n of a tunnel
+// handshake that failed to connect to b, within up's retry policy (attempts,
+// connect-failure in on, the budget, counted as a retry), never one of
+// tried; nil when none may follow. The caller gives the budget back once
+// the try is sent.
+func (g *Gateway) tunnelRetry(r *http.Request, up *upstream.Upstream, ap *attemptPolicy, tried []*upstream.Backend, n int) *upstream.Backend {
+	if !ap.retry.Retry(retry.Failure{Condition: retry.ConnectFailure, Method: http.MethodGet, Tries: n, BodyKept: true}) {
+		return nil
+	}
+	next, _ := up.PickExcept(r, tried)
+	if next == nil || !next.TryAcquire() {
+		return nil
+	}
+	if !ap.takeRetry(up) {
+		next.Done(health.Neutral, "", 0)
+		g.metrics.retryBudgetExhausted(up.Name())
+		return nil
+	}
+	g.metrics.retry(up.Name(), retry.ConnectFailure.Label())
+	return next
 }
 
 // tunnelOutgoing builds the backend's handshake request for r: a GET with
 // r's end-to-end fields (Sec-WebSocket-* among them) and
 // "Connection: Upgrade" with the protocol asked for. key is the
 // Sec-WebSocket-Key the gateway made up for an extended CONNECT's
-// WebSocket, "" otherwise.
-func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest) (*http.Request, string) {
+// WebSocket, "" otherwise. tt is the handshake's trace (nil: none).
+func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest, tt *tryTrace) (*http.Request, string) {
 	delete(r.Header, ":protocol")
-	out, _ := outgoing(ctx, r, b, nil, false)
+	out, _ := outgoing(ctx, r, b, nil, false, tt)
 	out.Method = http.MethodGet
 	out.Body, out.GetBody, out.ContentLength, out.TransferEncoding, out.Trailer = nil, nil, 0, nil, nil
 	upgrade := tr.upgrade
@@ -169,6 +219,8 @@ type tunnel struct {
 	toClient, toBackend tunnelWriter
 	drained             atomic.Bool   // a drain closed it (tunnelSet.closeAll)
 	hard                chan struct{} // closed when a drain's grace is over
+
+	access *accesslog.Entry // its access-log line, written at its end (nil: log off)
 
 	mu     sync.Mutex // guards what follows: the drain's and linger's timers against the end
 	ended  bool
@@ -418,6 +470,7 @@ type tunnelWriter struct {
 	frames *wsFrames    // nil: not WebSocket
 	closed bool         // the gateway's close frame went out
 	bytes  *[2]atomic.Uint64
+	sent   atomic.Int64 // bytes written this way, for the access log
 }
 
 // copyFrom relays src until it ends; nil at src's clean end (EOF).
@@ -456,6 +509,7 @@ func (tw *tunnelWriter) write(p []byte) error {
 	if tw.bytes != nil {
 		tw.bytes[0].Add(uint64(n))
 	}
+	tw.sent.Add(int64(n))
 	if err == nil && tw.flush != nil {
 		err = tw.flush()
 	}

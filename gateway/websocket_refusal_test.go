@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
@@ -240,6 +241,36 @@ func TestI05BackendBreaksMidMessage(t *testing.T) {
 		}
 		if len(got) < 10 && proto != ProtocolH3 { // QUIC's reset may drop what the client had not read yet
 			t.Fatalf("read %d bytes before the error, want the 12 sent", len(got))
+		}
+	})
+}
+
+// TestI05HandshakeRetriedOnConnectFailure: a WebSocket handshake whose
+// backend refuses the connection goes to another backend, as any
+// request's connect-failure retry: the backend never saw it. With a dead
+// and a live backend under round_robin every handshake succeeds, and the
+// retries are counted.
+func TestI05HandshakeRetriedOnConnectFailure(t *testing.T) {
+	e := newWSEcho(t)
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		uc := wsUpstream(e, nil)
+		uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)
+		h := newHarnessOver(t, proto, uc)
+		for i := range 4 {
+			c, err := dialWS(t, h, "/ws/echo", nil)
+			if err != nil {
+				t.Fatalf("handshake %d: %v", i, err)
+			}
+			if err := c.send(ws.OpText, []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := c.recv(); err != nil || string(got) != "hi" {
+				t.Fatalf("echo %d: %q %v", i, got, err)
+			}
+			c.close()
+		}
+		if n := counted(h.gw, countRetry, "ws", "connect-failure"); n < 1 {
+			t.Errorf("impulse_retries = %v, want the handshakes to the dead backend counted", n)
 		}
 	})
 }

@@ -68,12 +68,15 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 		t.PrometheusRetention = b.duration(r.PrometheusRetention, DefaultPrometheusRetention, positive, 0)
 		t.DisableHostname = b.boolean(r.DisableHostname, DefaultDisableHostname)
 		t.StatsdAddress = b.sinkAddress(r.StatsdAddress, "telemetry.statsd_address")
-		t.DogstatsdAddress = b.sinkAddress(r.DogstatsdAddress, "telemetry.dogstatsd_address")
+		t.DogstatsdAddress = b.dogstatsdAddress(r.DogstatsdAddress) // dogstatsd.go
 		t.DogstatsdTags = b.strList(r.DogstatsdTags, checkDogstatsdTag)
+		b.dogstatsdTagsAlone(r.DogstatsdTags, t.DogstatsdTags, t.DogstatsdAddress)
 		t.DogstatsdAddressRange = rangeOf(r.DogstatsdAddress)
 	}
 
 	c.Limits = buildGlobalLimits(top, m.Limits)
+	c.Tracing = buildTracing(top, m.Tracing)
+	c.AccessLog = buildAccessLog(top, m.AccessLog)
 	c.Listeners = buildListeners(top, m.Listeners)
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
 	checkReachable(top, c)

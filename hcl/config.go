@@ -143,6 +143,11 @@ type Config struct {
 	Telemetry Telemetry
 	// Limits is the top-level limits block (zero when absent: no limit).
 	Limits GlobalLimits
+	// Tracing is the tracing block (nil when absent: tracing off).
+	Tracing *Tracing
+	// AccessLog is the top-level access_log block (nil when absent: no
+	// access log).
+	AccessLog *AccessLog
 	// Listeners in source order (files in load order, blocks in file order).
 	Listeners []Listener
 	// Upstreams in source order.
@@ -269,7 +274,9 @@ type Telemetry struct {
 	// DogstatsdAddressRange is the source range of dogstatsd_address (zero
 	// when absent), for an address that does not resolve at start.
 	DogstatsdAddressRange hcl2.Range
-	// DisableHostname drops the hostname prefix from metric names (default true).
+	// DisableHostname, when false, adds the host as a "host" tag to
+	// DogStatsD metrics (default true: no host tag). No sink ever puts the
+	// host in a metric name; Prometheus has the scrape's instance label.
 	DisableHostname bool
 }
 

@@ -267,6 +267,8 @@ func (m *merger) add(file *hcl2.File, diags *hcl2.Diagnostics) {
 	mergeBlock(&m.raw.Control, f.Control, "control", func(b *rawControl) hcl2.Range { return b.DefRange }, diags)
 	mergeBlock(&m.raw.Telemetry, f.Telemetry, "telemetry", func(b *rawTelemetry) hcl2.Range { return b.DefRange }, diags)
 	mergeBlock(&m.raw.Limits, f.Limits, "limits", func(b *rawGlobalLimits) hcl2.Range { return b.DefRange }, diags)
+	mergeBlock(&m.raw.Tracing, f.Tracing, "tracing", func(b *rawTracing) hcl2.Range { return b.DefRange }, diags)
+	mergeBlock(&m.raw.AccessLog, f.AccessLog, "access_log", func(b *rawAccessLog) hcl2.Range { return b.DefRange }, diags)
 	m.raw.Listeners = append(m.raw.Listeners, f.Listeners...)
 	m.raw.Upstreams = append(m.raw.Upstreams, f.Upstreams...)
 }

@@ -32,13 +32,17 @@ type rawFile struct {
 	Telemetrys []*rawTelemetry    `hcl:"telemetry,block"`
 	Listeners  []*rawListener     `hcl:"listener,block"`
 	Upstreams  []*rawUpstream     `hcl:"upstream,block"`
-	Limitss    []*rawGlobalLimits `hcl:"limits,block"` // limits.go
+	Limitss    []*rawGlobalLimits `hcl:"limits,block"`     // limits.go
+	Tracings   []*rawTracing      `hcl:"tracing,block"`    // tracing.go
+	AccessLogs []*rawAccessLog    `hcl:"access_log,block"` // accesslog.go
 
 	// Set by collapse (one file) or by the merger (all files).
 	Consul    *rawConsul
 	Control   *rawControl
 	Telemetry *rawTelemetry
 	Limits    *rawGlobalLimits
+	Tracing   *rawTracing
+	AccessLog *rawAccessLog
 }
 
 // rawConsul is the top-level consul block.
@@ -277,6 +281,8 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	f.Control = one(f.Controls, "", "control", diags)
 	f.Telemetry = one(f.Telemetrys, "", "telemetry", diags)
 	f.Limits = one(f.Limitss, "", "limits", diags)
+	f.Tracing = one(f.Tracings, "", "tracing", diags)
+	f.AccessLog = one(f.AccessLogs, "", "access_log", diags)
 	if c := f.Consul; c != nil {
 		c.TLS = one(c.TLSs, "consul", "tls", diags)
 		c.Register = one(c.Registers, "consul", "register", diags)

@@ -176,3 +176,32 @@ func TestValidateRefusesOpenControl(t *testing.T) {
 		t.Fatalf("validate with allow_unauthenticated: exit %d\n%s", code, errOut.String())
 	}
 }
+
+// TestValidateAgreesWithStartOnDogStatsD: a dogstatsd_address whose host
+// does not resolve is refused by validate with the diagnostic the agent
+// refuses to start with (same file:line:column and text): what validate
+// accepts, the agent loads.
+func TestValidateAgreesWithStartOnDogStatsD(t *testing.T) {
+	dir := t.TempDir()
+	cert, _ := selfsigned.New("localhost")
+	certFile, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	os.WriteFile(certFile, cert.CertPEM, 0o600)
+	os.WriteFile(keyFile, cert.KeyPEM, 0o600)
+	path := filepath.Join(dir, "dogstatsd.hcl")
+	os.WriteFile(path, []byte(fmt.Sprintf("control {\n  address = \"127.0.0.1:0\"\n}\ntelemetry {\n  dogstatsd_address = \"nonexistent.invalid:8125\"\n}\n"+
+		"listener \"l\" {\n  address = \"127.0.0.1:0\"\n  tls {\n    cert_file = %q\n    key_file = %q\n  }\n}\n"+
+		"upstream \"u\" {\n  route {}\n  backend \"b\" {\n    address = \"http://127.0.0.1:1\"\n  }\n}\n", certFile, keyFile)), 0o600)
+
+	var out, errOut bytes.Buffer
+	code := run([]string{"validate", "-config=" + path}, nil, &out, &errOut)
+	diag := strings.TrimSpace(errOut.String())
+	if code != 1 || !strings.HasPrefix(diag, path+":5:23: Cannot reach DogStatsD address: telemetry dogstatsd_address: ") ||
+		!strings.Contains(diag, "nonexistent.invalid") || strings.Contains(diag, "\n") {
+		t.Fatalf("validate: exit %d\n%s", code, diag)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"-config=" + path}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), diag) {
+		t.Fatalf("start: exit %d, want 1 with %q in:\n%s", code, diag, errOut.String())
+	}
+}

@@ -59,7 +59,8 @@ const usage = `Usage:
   impulse-agent probe [-insecure] [-cacert FILE] [-X METHOD] [-H 'Name: value']... [-d DATA|@file|@-] [-v] [-n COUNT] [-timeout 10s] URL
   impulse-agent version
 
-Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads.
+Signals: SIGINT/SIGTERM drain and stop (a second one stops at once); SIGHUP reloads;
+SIGUSR1 reopens the access log file (after logrotate renamed it).
 `
 
 func runAgent(args []string, stderr io.Writer) int {
@@ -118,8 +119,19 @@ func runAgent(args []string, stderr io.Writer) int {
 	// Signals are caught from here on: one arriving while the agent starts
 	// still stops it through Run, which removes what -dev created.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	notify := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+	if reopenSignal != nil {
+		notify = append(notify, reopenSignal) // signals_unix.go
+	}
+	signal.Notify(sigs, notify...)
 	defer signal.Stop(sigs)
+	if brokenPipeSignal != nil {
+		// Never read: handling SIGPIPE is what turns it into EPIPE
+		// (signals_unix.go), and Notify drops what does not fit.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, brokenPipeSignal)
+		defer signal.Stop(pipe)
+	}
 	a, err := agent.New(opts)
 	if err != nil {
 		return 1 // New reported it, in the log's format
@@ -142,6 +154,8 @@ func runAgent(args []string, stderr io.Writer) int {
 			case s == syscall.SIGHUP:
 				log.Info("signal received: reloading", "signal", s.String())
 				_, _, _ = a.Reload() // the agent logs the outcome (refused while draining)
+			case reopenSignal != nil && s == reopenSignal:
+				_ = a.ReopenAccessLog() // the agent logs the outcome
 			case stopping.IsZero():
 				log.Info("signal received: draining and stopping", "signal", s.String())
 				stopping = time.Now()

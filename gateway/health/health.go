@@ -154,13 +154,16 @@ type State struct {
 	timer       *time.Timer
 	closed      bool
 	lastCheck   time.Time // when the last active-check result was observed
+	lastOK      bool      // the last active-check result
+	lastReason  string    // its failure reason ("" when it passed)
+	lastChange  time.Time // the last status change, ejection or return (New: creation)
 }
 
 // New returns the state of one backend. active and passive may be nil
 // (feature off); budget may be nil (no cap); notify (may be nil) is called
 // with each transition, outside the lock.
 func New(active *ActiveConfig, passive *PassiveConfig, budget *Budget, notify func(Transition)) *State {
-	s := &State{active: active, passive: passive, budget: budget, notify: notify}
+	s := &State{active: active, passive: passive, budget: budget, notify: notify, lastChange: time.Now()}
 	s.usable.Store(active == nil || active.UnknownIsHealthy)
 	return s
 }

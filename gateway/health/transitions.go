@@ -9,7 +9,10 @@ func (s *State) ObserveCheck(ok bool, reason string) {
 		return
 	}
 	s.mu.Lock()
-	s.lastCheck = time.Now()
+	s.lastCheck, s.lastOK, s.lastReason = time.Now(), ok, reason
+	if ok {
+		s.lastReason = ""
+	}
 	from := s.status
 	if ok {
 		s.okRun++
@@ -27,6 +30,9 @@ func (s *State) ObserveCheck(ok bool, reason string) {
 		}
 	}
 	to := s.status
+	if from != to {
+		s.lastChange = s.lastCheck
+	}
 	s.usable.Store(to == Healthy || (to == Unknown && s.active.UnknownIsHealthy))
 	r := s.reason
 	s.mu.Unlock()
@@ -61,7 +67,8 @@ func (s *State) Observe(o Outcome, reason string) {
 	s.ejections++
 	d := min(s.passive.BaseEjectionTime*time.Duration(s.ejections), s.maxEjection())
 	s.passiveRun = 0
-	s.ejectedTill = time.Now().Add(d)
+	s.lastChange = time.Now()
+	s.ejectedTill = s.lastChange.Add(d)
 	s.ejected.Store(true)
 	s.timer = time.AfterFunc(d, s.unEject)
 	t := Transition{From: s.status, To: s.status, Ejected: true, Reason: reason, Until: s.ejectedTill}
@@ -81,6 +88,7 @@ func (s *State) unEject() {
 	}
 	s.ejected.Store(false)
 	s.budget.release()
+	s.lastChange = time.Now()
 	t := Transition{From: s.status, To: s.status, Returned: true}
 	s.mu.Unlock()
 	if s.notify != nil {
@@ -123,12 +131,15 @@ func (s *State) Inherit(old *State) {
 	old.mu.Lock()
 	checked := old.active != nil
 	status, reason, okRun, failRun, lastCheck := old.status, old.reason, old.okRun, old.failRun, old.lastCheck
+	lastOK, lastReason, lastChange := old.lastOK, old.lastReason, old.lastChange
 	ejections, till, ejected := old.ejections, old.ejectedTill, old.ejected.Load()
 	old.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lastChange = lastChange // the same backend: nothing changed
 	if s.active != nil && checked {
 		s.status, s.reason, s.okRun, s.failRun, s.lastCheck = status, reason, okRun, failRun, lastCheck
+		s.lastOK, s.lastReason = lastOK, lastReason
 		s.usable.Store(status == Healthy || (status == Unknown && s.active.UnknownIsHealthy))
 	}
 	if s.passive == nil || s.closed {

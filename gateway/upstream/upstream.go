@@ -117,6 +117,7 @@ type Backend struct {
 	warmSince  atomic.Int64 // unix ns when slow start began; 0 = full weight
 	slowStart  time.Duration
 	stopChecks context.CancelFunc
+	responses  ResponseCounter // responses.go
 }
 
 // Weight implements balance.Candidate: the configured weight, ramped up

@@ -199,6 +199,14 @@ type agentProc struct {
 // ends; its log is printed if the test failed.
 func startAgent(t testing.TB, configHCL string, extraArgs ...string) *agentProc {
 	t.Helper()
+	return startAgentStdout(t, nil, configHCL, extraArgs...)
+}
+
+// startAgentStdout is startAgent with the agent's stdout on stdout (an
+// *os.File is handed over as is, e.g. a pipe's write end); nil means the
+// log buffer, with stderr.
+func startAgentStdout(t testing.TB, stdout io.Writer, configHCL string, extraArgs ...string) *agentProc {
+	t.Helper()
 	a := &agentProc{
 		t:         t,
 		logs:      newLogBuffer(),
@@ -218,6 +226,9 @@ func startAgent(t testing.TB, configHCL string, extraArgs ...string) *agentProc 
 	args = append(args, extraArgs...)
 	a.cmd = exec.Command(agentBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
+	if stdout != nil {
+		a.cmd.Stdout = stdout
+	}
 	// Never outlive the test process, even if it is killed.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {

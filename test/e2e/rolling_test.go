@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"sort"
@@ -19,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/test/testproc"
 )
 
 // backendProcessEnv, set to a name, makes the test binary serve as a
@@ -77,47 +77,26 @@ func serveBackendProcess(name string) int {
 type backendProc struct {
 	name string
 	port int
-	cmd  *exec.Cmd
+	*testproc.Proc
 }
 
 // startBackendProc starts the test binary as backend process name and
 // waits for its port.
 func startBackendProc(t *testing.T, name string) *backendProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), backendProcessEnv+"="+name)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &backendProc{name: name, cmd: cmd}
-	t.Cleanup(p.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if _, perr := fmt.Sscanf(line, "port %d", &p.port); err != nil || perr != nil {
-		t.Fatalf("backend %s: first line %q: %v %v", name, line, err, perr)
-	}
-	return p
+	p := testproc.Start(t, backendProcessEnv+"="+name)
+	return &backendProc{name: name, port: p.Port, Proc: p}
 }
 
 // kill sends SIGKILL and reaps the process (idempotent).
-func (p *backendProc) kill() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		_ = p.cmd.Wait()
-	}
-}
+func (p *backendProc) kill() { p.Kill() }
 
 // crash has the process SIGKILL itself between two requests (SIGUSR1, see
 // serveBackendProcess) and reaps it; false when it did not die by SIGKILL.
 func (p *backendProc) crash() bool {
-	_ = p.cmd.Process.Signal(syscall.SIGUSR1)
-	_ = p.cmd.Wait()
-	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	_ = p.Cmd.Process.Signal(syscall.SIGUSR1)
+	_ = p.Cmd.Wait()
+	ws, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
@@ -284,7 +263,7 @@ func TestR01RollingDeployCostsNoRequest(t *testing.T) {
 		old := procs[slot]
 		oldName := old.name
 		if !old.crash() {
-			t.Fatalf("%s did not die by SIGKILL: %v", oldName, old.cmd.ProcessState)
+			t.Fatalf("%s did not die by SIGKILL: %v", oldName, old.Cmd.ProcessState)
 		}
 		tKill := time.Now()
 		kills = append(kills, tKill)

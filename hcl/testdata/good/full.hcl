@@ -1,6 +1,6 @@
-# Every block and argument of the configuration, each set to its default
-# unless its comment says otherwise. Arguments whose default comes from the
-# CONSUL_HTTP_* environment are commented out: set, they override it.
+# Every block and argument of the configuration. Arguments are at their defaults unless
+# their comment says otherwise; a block marked "absent: off" turns its feature on by being
+# here. Arguments defaulting to the CONSUL_HTTP_* environment are commented out: set, they override it.
 # Relative paths resolve against the working directory; validate it with
 #   cd hcl && go run ../cmd/impulse-agent validate -config=testdata/good/full.hcl
 log_level     = "info"           # trace | debug | info | warn | error
@@ -24,7 +24,7 @@ consul {                          # optional; needed only by upstreams with a co
     server_name          = ""
     insecure_skip_verify = false
   }
-  register {                      # self-registration of this gateway as a Consul service
+  register {                      # self-registration of this gateway as a Consul service; absent: off
     service = "impulse-agent"
     tags    = []
     address = ""                  # default: the listener address
@@ -50,7 +50,7 @@ telemetry {                       # go-metrics sinks; Prometheus is always on th
   statsd_address       = ""       # host:port of a statsd sink (UDP); "" = off
   dogstatsd_address    = ""       # host:port of a DogStatsD agent (UDP; labels become tags); "" = off
   dogstatsd_tags       = []       # tags on every DogStatsD metric, e.g. ["env:prod"]
-  disable_hostname     = true
+  disable_hostname     = true     # false: a host tag on DogStatsD metrics (never in a name)
 }
 
 listener "public" {               # no default: at least one listener is required
@@ -108,7 +108,7 @@ upstream "web" {
     scheme     = "https"          # how discovered instances are reached (http | https | h2c); per-instance ServiceMeta "impulse-scheme" overrides
   }
 
-  health_check {                  # active checks, also run against discovered backends
+  health_check {                  # active checks, also run against discovered backends; absent: off
     path                = "/health"
     interval            = "5s"
     timeout             = "1s"
@@ -117,7 +117,7 @@ upstream "web" {
     unknown_is_healthy  = true    # a backend takes traffic before its first check completes
   }
 
-  outlier_detection {             # passive outcome tracking
+  outlier_detection {             # passive outcome tracking (ejection of failing backends); absent: off
     consecutive_failures = 5
     base_ejection_time   = "10s"
     max_ejection_percent = 50     # 0..100
@@ -172,4 +172,17 @@ escaped_slashes = "reject"       # reject | keep | unescape: what %2F, %5C and "
 
 limits {                         # top level: the whole gateway (README "Concurrency limits")
   max_requests = 0               # in flight through every listener and upstream, tunnels included; beyond: 503 overloaded; 0 = none
+}
+
+tracing {                        # OpenTelemetry over OTLP (README "Tracing"); absent: off
+  otlp_endpoint = "127.0.0.1:4317" # required; host:port (plaintext) or https://host:port (TLS)
+  protocol      = "grpc"           # grpc | http
+  sample_ratio  = 1.0              # new traces recorded, 0..1; a parent's sampled flag is honoured
+  service_name  = "impulse-agent"
+}
+
+access_log {                     # one line per request at every log level (README "Access log"); absent: off
+  path          = "stdout"       # stdout | stderr | a file, appended to and reopened on SIGUSR1 and reload
+  format        = "json"         # json | combined (NCSA combined, as Apache and nginx)
+  include_query = false          # true: log query strings, which often carry secrets
 }
