@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
@@ -24,51 +23,16 @@ import (
 // is not an origin-form target. It answers 200 "h2" on every stream.
 // Problems are recorded with the fields.
 type strictH2Backend struct {
-	ln net.Listener
-	wg sync.WaitGroup
-
-	mu       sync.Mutex
-	conns    map[net.Conn]bool
-	problems []string
+	connServer
+	problems []string // guarded by mu
 }
 
 func newStrictH2Backend() (*strictH2Backend, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	b := &strictH2Backend{}
+	if err := b.listen(b.serve); err != nil {
 		return nil, err
 	}
-	b := &strictH2Backend{ln: ln, conns: map[net.Conn]bool{}}
-	b.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns[c] = true
-			b.mu.Unlock()
-			b.wg.Go(func() {
-				defer func() {
-					c.Close()
-					b.mu.Lock()
-					delete(b.conns, c)
-					b.mu.Unlock()
-				}()
-				b.serve(c)
-			})
-		}
-	})
 	return b, nil
-}
-
-func (b *strictH2Backend) close() {
-	b.ln.Close()
-	b.mu.Lock()
-	for c := range b.conns {
-		c.Close()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
 }
 
 func (b *strictH2Backend) take() []string {

@@ -10,7 +10,6 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
-	"sync"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -27,53 +26,17 @@ import (
 // (then waits for the gateway to close the tunnel). What is wrong is
 // recorded, with the request's bytes.
 type strictBackend struct {
-	ln net.Listener
-	wg sync.WaitGroup
-
-	mu       sync.Mutex
-	conns    map[net.Conn]bool
-	problems []string
+	connServer
+	problems []string // guarded by mu
 	requests int
 }
 
 func newStrictBackend() (*strictBackend, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	b := &strictBackend{}
+	if err := b.listen(b.serve); err != nil {
 		return nil, err
 	}
-	b := &strictBackend{ln: ln, conns: map[net.Conn]bool{}}
-	b.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns[c] = true
-			b.mu.Unlock()
-			b.wg.Go(func() {
-				defer func() {
-					c.Close()
-					b.mu.Lock()
-					delete(b.conns, c)
-					b.mu.Unlock()
-				}()
-				b.serve(c)
-			})
-		}
-	})
 	return b, nil
-}
-
-// close stops the backend and waits for its connections.
-func (b *strictBackend) close() {
-	b.ln.Close()
-	b.mu.Lock()
-	for c := range b.conns {
-		c.Close()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
 }
 
 // take returns and clears the problems seen, and the number of requests.
