@@ -243,8 +243,8 @@ func (t *try) condition(rec *recorder, r *http.Request, body *watchedBody, iw *i
 	switch {
 	case errors.Is(context.Cause(t.ctx), transport.ErrResponseHeaderTimeout):
 		return retry.Reset // the try's own timer; never a client's cancel
-	case t.ctx.Err() != nil:
-		return 0
+	case t.ctx.Err() != nil || transport.IsUnsendable(t.err):
+		return 0 // the client's doing: no other backend would take it
 	case transport.IsConnectFailure(t.err):
 		return retry.ConnectFailure
 	case transport.IsRefusedStream(t.err) || errors.Is(t.err, errNotReplayable):
@@ -266,7 +266,7 @@ func (t *try) failure(rec *recorder, iw *interim) (status int, reason string, o 
 		status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
 	}
 	o = health.Failure
-	if status == transport.StatusClientClosed || reason == reasonGRPCTimeout || transport.IsGracefulGoAway(t.err) || errors.Is(t.err, errNotReplayable) {
+	if status == transport.StatusClientClosed || reason == reasonGRPCTimeout || reason == transport.ReasonInvalidRequest || transport.IsGracefulGoAway(t.err) || errors.Is(t.err, errNotReplayable) {
 		o = health.Neutral
 	}
 	return status, reason, o

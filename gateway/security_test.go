@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
@@ -227,5 +229,51 @@ func TestSecurityCRLFNeverReachesABackend(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSecurityUnsendableRequestsNeverEject: requests the ingress lets
+// through but the backend's transport refuses to encode (a declared
+// trailer with an invalid name over HTTP/1.1, a :protocol on a plain GET
+// over HTTP/2) are the client's fault: 400 invalid_request, never a 502
+// counted against the backend, which saw nothing. Before, a client could
+// get every backend ejected with a few such requests.
+func TestSecurityUnsendableRequestsNeverEject(t *testing.T) {
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			var be *httptest.Server
+			if scheme == "http" {
+				be = newH1Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			} else {
+				be = newH2Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			}
+			uc := staticUpstream("u", "/", be)
+			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+			h := newHarnessOver(t, ProtocolH1, uc)
+			for range 3 {
+				resp := tlsH1(t, h, "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nTrailer: X-Bad Name\r\n\r\n3\r\nabc\r\n0\r\nX-Bad Name: 1\r\n\r\n")
+				if resp.StatusCode == http.StatusBadGateway {
+					t.Errorf("a bad trailer name: %d %s", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+				}
+			}
+			c := dialH2(t, h)
+			for i := range 3 {
+				id := uint32(2*i + 1)
+				c.request(id, "GET", "/", true, hpack.HeaderField{Name: ":protocol", Value: "websocket"})
+				if res := c.await(id); res.status == "502" {
+					t.Errorf(":protocol on a GET: 502")
+				} else if res.closed || res.goAway {
+					c = dialH2(t, h)
+				}
+			}
+			for _, b := range h.gw.Backends() {
+				if b.Ejected || !b.Eligible {
+					t.Fatalf("the backend was ejected by the client's requests: %+v", b)
+				}
+			}
+			if resp := h.get("/"); resp.StatusCode != 200 {
+				t.Errorf("a good request after them: %d", resp.StatusCode)
+			}
+		})
 	}
 }

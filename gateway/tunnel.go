@@ -97,7 +97,7 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		status, reason := transport.Classify(ctx, err)
 		tt.endTunnel(nil, reason)
-		if status != transport.StatusClientClosed {
+		if status != transport.StatusClientClosed && reason != transport.ReasonInvalidRequest {
 			outcome, failReason = health.Failure, reason
 		}
 		rec.finish(w, up, b, status, reason)

@@ -35,6 +35,38 @@ const (
 	StatusClientClosed        = 499                    // logged, never sent
 )
 
+// ReasonInvalidRequest (400): the client library under the backend's
+// transport refused to send the request (a method, field, trailer or
+// pseudo-header it will not encode): the client's fault, never the
+// backend's, which saw nothing.
+const ReasonInvalidRequest = "invalid_request"
+
+// unsendable are the texts of net/http's and x/net/http2's refusals to
+// encode a request (none has an exported type): request.go and
+// transport.go of net/http, x/net's internal/httpcommon.
+var unsendable = []string{
+	"net/http: invalid ", "invalid HTTP header ", "invalid HTTP trailer ", "invalid Host header",
+	"invalid :protocol header", "invalid request :path", "invalid Trailer key", "invalid Upgrade request header",
+	"invalid Transfer-Encoding request header", "invalid Connection request header",
+	"request header list larger than peer's advertised limit",
+}
+
+// IsUnsendable reports whether err is the backend transport refusing to
+// encode the request before sending a byte of it, so that a request the
+// ingress let through can never count against a backend's health.
+func IsUnsendable(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	for _, u := range unsendable {
+		if strings.Contains(s, u) {
+			return true
+		}
+	}
+	return false
+}
+
 // ReasonInvalidResponse (502): the backend answered with a 101 the request
 // did not ask for (the gateway never forwards Upgrade), or with more 1xx
 // responses than the gateway relays.
@@ -48,7 +80,8 @@ var ErrResponseHeaderTimeout = errors.New("transport: timeout awaiting response 
 // Classify maps a round-trip error to the status and reason the gateway
 // answers with (see interface.md "Responses the gateway itself produces"):
 // 504 for the response-header timeout, 499 when the client canceled, and 502
-// for connect, TLS and reset failures. ctx is the request context whose
+// for connect, TLS and reset failures; 400 for a request the transport
+// refused to encode (IsUnsendable). ctx is the request context whose
 // cause distinguishes a timeout from a client cancel.
 func Classify(ctx context.Context, err error) (status int, reason string) {
 	if errors.Is(context.Cause(ctx), ErrResponseHeaderTimeout) || errors.Is(err, ErrResponseHeaderTimeout) || isH1HeaderTimeout(err) {
@@ -76,6 +109,9 @@ func Classify(ctx context.Context, err error) (status int, reason string) {
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return http.StatusBadGateway, ReasonConnect
+	}
+	if IsUnsendable(err) {
+		return http.StatusBadRequest, ReasonInvalidRequest
 	}
 	return http.StatusBadGateway, ReasonReset
 }
