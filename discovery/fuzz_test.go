@@ -269,23 +269,25 @@ func FuzzWatch(f *testing.F) {
 				}
 			}
 		} else {
-			decode := func(b []byte) ([]Instance, int, bool) {
+			// A snapshot is new when its instances or the ones the health
+			// policy left out (Snapshot.Excluded, the status page's) changed.
+			decode := func(b []byte) (healthResult, int, bool) {
 				var entries []*api.ServiceEntry
 				if json.NewDecoder(bytes.NewReader(b)).Decode(&entries) != nil {
-					return nil, 0, false
+					return healthResult{}, 0, false
 				}
-				return instances(q, entries), len(entries), true
+				return healthResult{instances(q, entries), excluded(q, entries)}, len(entries), true
 			}
-			var emits []refEmit[[]Instance]
-			sent, emits = refWatch(script, decode, sameInstances)
+			var emits []refEmit[healthResult]
+			sent, emits = refWatch(script, decode, sameHealth)
 			if len(emits) != len(health) {
 				t.Fatalf("%d snapshots, want %d", len(health), len(emits))
 			}
 			for i, e := range emits {
 				want = append(want, e.reply)
 				s := health[i]
-				if !sameInstances(e.set, s.Instances) || e.index != s.Index {
-					t.Fatalf("snapshot %d: %v at %d, want %v at %d", i, s.Instances, s.Index, e.set, e.index)
+				if !sameInstances(e.set.ins, s.Instances) || !slices.EqualFunc(e.set.excl, s.Excluded, Excluded.equal) || e.index != s.Index {
+					t.Fatalf("snapshot %d: %v (excluded %v) at %d, want %v at %d", i, s.Instances, s.Excluded, s.Index, e.set, e.index)
 				}
 				for j, in := range s.Instances {
 					if in.ID != in.Node+"/"+in.ServiceID || j > 0 && s.Instances[j-1].ID > in.ID || in.Weight == 0 {
