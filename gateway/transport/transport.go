@@ -86,17 +86,19 @@ func New(o Options) (RoundTripper, error) {
 	}
 	switch o.Scheme {
 	case SchemeHTTP:
-		return &http.Transport{
-			DialContext:           dial,
-			MaxIdleConns:          0,
-			MaxIdleConnsPerHost:   o.MaxIdlePerHost,
-			IdleConnTimeout:       o.IdleTimeout,
-			ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-			// Never negotiate HTTP/2 on an http:// backend: the scheme means HTTP/1.1.
-			TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
-			DisableCompression: true,
-			ForceAttemptHTTP2:  false,
-		}, nil
+		return &h1Transport{
+			dial: dial, headerTimeout: o.ResponseHeaderTimeout, idleTimeout: o.IdleTimeout, maxIdle: o.MaxIdlePerHost,
+			fallback: &http.Transport{
+				DialContext:           dial,
+				MaxIdleConns:          0,
+				MaxIdleConnsPerHost:   o.MaxIdlePerHost,
+				IdleConnTimeout:       o.IdleTimeout,
+				ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+				// Never negotiate HTTP/2 on an http:// backend: the scheme means HTTP/1.1.
+				TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
+				DisableCompression: true,
+				ForceAttemptHTTP2:  false,
+			}}, nil
 	case SchemeHTTPS:
 		tc := &tls.Config{}
 		if o.TLS != nil {
