@@ -277,6 +277,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Respo
 		}
 		return nil, &connError{err: err, reused: pc.reused, write: write, unanswered: pc.lr.read == 0}
 	}
+	pc.lr.read = 0 // what came back for this request: nothing yet
 	if err := req.Write(pc.bw); err != nil {
 		return fail(err, true)
 	}
@@ -286,7 +287,7 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Respo
 	if pc.t.headerTimeout > 0 {
 		_ = pc.c.SetReadDeadline(time.Now().Add(pc.t.headerTimeout))
 	}
-	pc.lr.read, pc.lr.n = 0, maxResponseHeaderBytes
+	pc.lr.n = maxResponseHeaderBytes
 	trace := httptrace.ContextClientTrace(ctx)
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		if b, err := pc.br.Peek(1); err == nil && len(b) == 1 {
