@@ -272,8 +272,11 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Respo
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("net/http: request canceled: %w", context.Cause(ctx))
 		}
-		if IsUnsendable(err) {
-			return nil, err // refused before a byte went out (an invalid Host): sent again, it fails again
+		if IsUnsendable(err) || err == errH1HeaderTimeout {
+			// Refused before a byte went out (an invalid Host): sent again,
+			// it fails again. A backend past the response-header timeout has
+			// the request: net/http never sends it again either.
+			return nil, err
 		}
 		return nil, &connError{err: err, reused: pc.reused, write: write, unanswered: pc.lr.read == 0}
 	}

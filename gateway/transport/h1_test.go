@@ -232,14 +232,39 @@ func TestH1DirectUnsolicitedBytesCloseTheConnection(t *testing.T) {
 }
 
 func TestH1DirectResponseHeaderTimeout(t *testing.T) {
+	var requests atomic.Int32
 	url, _ := scripted(t, func(n int, c net.Conn, br *bufio.Reader) {
-		_, _ = http.ReadRequest(br)
-		_, _ = br.ReadByte() // stall until the gateway closes
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			requests.Add(1)
+			if req.URL.Path == "/slow" {
+				_, _ = br.ReadByte() // stall until the gateway closes
+				return
+			}
+			_, _ = io.WriteString(c, okResponse)
+		}
 	})
 	rt := newH1(t, Options{ResponseHeaderTimeout: 50 * time.Millisecond})
-	_, _, err := get(t, rt, context.Background(), http.MethodGet, url)
-	if st, reason := Classify(context.Background(), err); st != 504 || reason != ReasonResponseTimeout {
-		t.Fatalf("Classify(%v) = %d %s, want 504 %s", err, st, reason, ReasonResponseTimeout)
+	// On a fresh connection, and on a reused one: a timed-out request
+	// reached the backend, so it is never sent again (the helper trial saw
+	// a GET sent twice and its 504 come after twice the timeout).
+	for _, warm := range []bool{false, true} {
+		requests.Store(0)
+		if warm {
+			if _, _, err := get(t, rt, context.Background(), http.MethodGet, url+"/warm"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err := get(t, rt, context.Background(), http.MethodGet, url+"/slow")
+		if st, reason := Classify(context.Background(), err); st != 504 || reason != ReasonResponseTimeout {
+			t.Fatalf("warm %v: Classify(%v) = %d %s, want 504 %s", warm, err, st, reason, ReasonResponseTimeout)
+		}
+		if want := map[bool]int32{false: 1, true: 2}[warm]; requests.Load() != want {
+			t.Fatalf("warm %v: backend got %d requests, want %d (the timed-out one once)", warm, requests.Load(), want)
+		}
 	}
 }
 
