@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -213,19 +214,22 @@ func (t *h1Transport) put(pc *h1Conn) {
 // h1Conn is one connection of the direct path. Its owner is the request
 // using it, or the pool while it is idle.
 type h1Conn struct {
-	t         *h1Transport
-	c         net.Conn
-	raw       syscall.RawConn    // nil: no liveness check
-	peekFn    func(uintptr) bool // pc.peek and pc.close as values made once: one allocation less per request each
-	closeFn   func()
-	idleOK    bool
-	lr        limitedReader
-	br        *bufio.Reader
-	bw        *bufio.Writer
-	reused    bool
-	pooled    bool // guarded by t.mu
-	idleAt    time.Time
-	idleTimer *time.Timer
+	t       *h1Transport
+	c       net.Conn
+	raw     syscall.RawConn    // nil: no liveness check
+	peekFn  func(uintptr) bool // pc.peek and pc.close as values made once: one allocation less per request each
+	closeFn func()
+	idleOK  bool
+	// staleDeadline: the read deadline of the last response's headers is
+	// still set (its body needed no read); the next request replaces it.
+	staleDeadline bool
+	lr            limitedReader
+	br            *bufio.Reader
+	bw            *bufio.Writer
+	reused        bool
+	pooled        bool // guarded by t.mu
+	idleAt        time.Time
+	idleTimer     *time.Timer
 }
 
 // limitedReader counts what it reads and fails past its limit n: the
@@ -323,7 +327,13 @@ func (pc *h1Conn) roundTrip(ctx context.Context, req *http.Request) (*http.Respo
 		}
 	}
 	if pc.t.headerTimeout > 0 {
-		_ = pc.c.SetReadDeadline(time.Time{})
+		// A body already in the buffer (most small responses) needs no
+		// socket read: the deadline stays until the next request replaces
+		// it, one deadline change per request instead of two.
+		pc.staleDeadline = resp.Body == http.NoBody || resp.ContentLength >= 0 && int64(pc.br.Buffered()) >= resp.ContentLength
+		if !pc.staleDeadline {
+			_ = pc.c.SetReadDeadline(time.Time{})
+		}
 	}
 	pc.lr.n = 1<<63 - 1
 	keep := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
@@ -368,7 +378,14 @@ func (pc *h1Conn) alive() bool {
 		return true
 	}
 	pc.idleOK = false
-	return pc.raw.Read(pc.peekFn) == nil && pc.idleOK
+	err := pc.raw.Read(pc.peekFn)
+	if err != nil && pc.staleDeadline && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The last response's header deadline passed while idle.
+		pc.staleDeadline = false
+		_ = pc.c.SetReadDeadline(time.Time{})
+		err = pc.raw.Read(pc.peekFn)
+	}
+	return err == nil && pc.idleOK
 }
 
 // peek is the RawConn.Read callback of alive. It sets idleOK when the

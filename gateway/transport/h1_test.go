@@ -389,3 +389,19 @@ func TestH1DirectInterimResponses(t *testing.T) {
 		t.Fatalf("a trace's error: got %v, want it returned", err)
 	}
 }
+
+func TestH1DirectReuseAfterTheHeaderDeadlinePassed(t *testing.T) {
+	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	rt := newH1(t, Options{ResponseHeaderTimeout: 20 * time.Millisecond})
+	for i := range 3 {
+		if status, body, err := get(t, rt, context.Background(), http.MethodGet, b.URL); err != nil || status != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q %v", i, status, body, err)
+		}
+		// The small body came with the headers, so their read deadline was
+		// left set; idling past it must not cost the connection.
+		time.Sleep(40 * time.Millisecond)
+	}
+	if n := b.opened.Load(); n != 1 {
+		t.Fatalf("backend accepted %d connections, want 1", n)
+	}
+}
