@@ -107,10 +107,15 @@ func (q *quicIngress) shutdown(ctx context.Context, l *listener) error {
 		q.closeConns("drain_timeout reached")
 		cancel()
 	})
-	quiet := make(chan struct{})
-	go q.closeWhenQuiet(inner, quiet, l)
+	quiet, quietDone := make(chan struct{}), make(chan struct{})
+	wait := drainQuiet // read here: the watcher must not outlive this call
+	go func() {
+		defer close(quietDone)
+		q.closeWhenQuiet(inner, quiet, l, wait)
+	}()
 	err := q.server.Shutdown(inner)
 	close(quiet)
+	<-quietDone
 	stop()
 	cancel()
 	if err != nil {
@@ -130,11 +135,11 @@ func (q *quicIngress) shutdown(ctx context.Context, l *listener) error {
 }
 
 // closeWhenQuiet closes the remaining connections with H3_NO_ERROR once no
-// request has been in flight on the listener for drainQuiet, so a drain
+// request has been in flight on the listener for wait (drainQuiet), so a drain
 // does not wait for clients that vanished until drain_timeout; it returns
 // when ctx is done or stop is closed.
-func (q *quicIngress) closeWhenQuiet(ctx context.Context, stop <-chan struct{}, l *listener) {
-	tick := time.NewTicker(drainQuiet / 10)
+func (q *quicIngress) closeWhenQuiet(ctx context.Context, stop <-chan struct{}, l *listener, wait time.Duration) {
+	tick := time.NewTicker(wait / 10)
 	defer tick.Stop()
 	var idleSince time.Time
 	for {
@@ -149,7 +154,7 @@ func (q *quicIngress) closeWhenQuiet(ctx context.Context, stop <-chan struct{}, 
 				idleSince = time.Time{}
 			case idleSince.IsZero():
 				idleSince = now
-			case now.Sub(idleSince) >= drainQuiet:
+			case now.Sub(idleSince) >= wait:
 				q.conns.Range(func(k, _ any) bool {
 					_ = k.(*quic.Conn).CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "drained")
 					return true
