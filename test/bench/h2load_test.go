@@ -149,12 +149,21 @@ func TestTCPShapesAndVerdict(t *testing.T) {
 		t.Errorf("title %q", got)
 	}
 	v := &verdicts{noise: 0.15}
-	v.tcp(sh[0], map[string]summary{keyAgentH1: {cpuPerReq: 30}, keyCaddy: {cpuPerReq: 60}, keyTraefik: {cpuPerReq: 50}})
-	if len(v.rows) != 1 || v.rows[0].measured != "0.60×" || v.rows[0].result != "met" || !strings.Contains(v.rows[0].shape, "vs traefik") {
+	v.tcp(sh[0], map[string]summary{keyAgentH1: {cpuPerReq: 30}, keyCaddy: {cpuPerReq: 60}, keyTraefik: {cpuPerReq: 50}}, []float64{0.9, 0.5, 0.6})
+	if len(v.rows) != 2 || v.rows[0].measured != "0.60×" || v.rows[0].result != "met" || !strings.Contains(v.rows[0].shape, "vs traefik") {
 		t.Errorf("verdict %+v", v.rows)
 	}
+	if v.rows[1].measured != "0.60×" || v.rows[1].result != "met" {
+		t.Errorf("paired verdict %+v", v.rows[1])
+	}
+	if q, ok := pairedRatio(map[string]float64{keyAgentH1: 30, keyCaddy: 60, keyTraefik: 50}); !ok || q != 0.6 {
+		t.Errorf("pairedRatio = %v %v, want 0.6", q, ok)
+	}
+	if _, ok := pairedRatio(map[string]float64{keyAgentH1: 30}); ok {
+		t.Error("pairedRatio without a proxy in the round")
+	}
 	v = &verdicts{noise: 0.15}
-	v.tcp(sh[0], map[string]summary{keyAgentH1: {cpuPerReq: 30}})
+	v.tcp(sh[0], map[string]summary{keyAgentH1: {cpuPerReq: 30}}, nil)
 	if len(v.rows) != 0 {
 		t.Errorf("no proxy to compare: %+v", v.rows)
 	}

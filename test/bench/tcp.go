@@ -73,7 +73,9 @@ func (e *env) runTCPShape(sh shape, servers []*server, o *harnessOpts, v *verdic
 		return
 	}
 	results := map[string][]Result{}
+	var paired []float64 // per round: the agent's CPU/request ÷ the better proxy's in the same round
 	for r := range o.runs {
+		round := map[string]float64{}
 		for _, s := range rotate(servers, r) {
 			res, err := e.h2load(s, sh.proto, sh.path, sh.conns, sh.streams, o.duration, o.warmup)
 			if err != nil {
@@ -81,8 +83,12 @@ func (e *env) runTCPShape(sh shape, servers []*server, o *harnessOpts, v *verdic
 				continue
 			}
 			results[s.Key] = append(results[s.Key], res)
+			round[s.Key] = res.CPUPerReqUS
 			fmt.Fprintf(os.Stderr, "  %-48s run %d/%d  %-26s %8.0f req/s  p99 %9s  %7.1f µs CPU/req  %d errors\n",
 				sh.title(), r+1, o.runs, targetLabels[s.Key], res.ReqPerSec, fmtMS(res.Latency.P99), res.CPUPerReqUS, res.ErrorCount)
+		}
+		if q, ok := pairedRatio(round); ok {
+			paired = append(paired, q)
 		}
 	}
 	sums := map[string]summary{}
@@ -91,12 +97,31 @@ func (e *env) runTCPShape(sh shape, servers []*server, o *harnessOpts, v *verdic
 	}
 	fmt.Print(shapeTable(sh, tcpKeys, sums, keyDirectTLS, "direct").String())
 	fmt.Println()
-	v.tcp(sh, sums)
+	v.tcp(sh, sums, paired)
+}
+
+// pairedRatio is one round's agent CPU/request over the better (lower) of
+// Caddy's and Traefik's in the same round; false when a side is missing.
+func pairedRatio(round map[string]float64) (float64, bool) {
+	agent, ok := round[keyAgentH1]
+	best := math.Inf(1)
+	for _, k := range []string{keyCaddy, keyTraefik} {
+		if c, ok := round[k]; ok && c > 0 && c < best {
+			best = c
+		}
+	}
+	if !ok || math.IsInf(best, 1) {
+		return 0, false
+	}
+	return agent / best, true
 }
 
 // tcp records the TCP target of issue 10: the agent's CPU per request at
-// most 0.7× the better (lower) of Caddy's and Traefik's.
-func (v *verdicts) tcp(sh shape, sums map[string]summary) {
+// most 0.7× the better (lower) of Caddy's and Traefik's, as the ratio of
+// the medians and as the median of the per-round ratios (paired: each
+// round runs every target back to back, so a slow minute of the shared
+// machine weighs on both sides of its ratio).
+func (v *verdicts) tcp(sh shape, sums map[string]summary, paired []float64) {
 	agent, ok := sums[keyAgentH1]
 	if !ok {
 		return
@@ -112,6 +137,9 @@ func (v *verdicts) tcp(sh shape, sums map[string]summary) {
 	}
 	name := strings.Fields(targetLabels[bestKey])[0]
 	v.add("CPU/req agent TCP ÷ best of Caddy, Traefik", sh.short()+" (vs "+name+")", ratio(agent.cpuPerReq, best), 0.7, true, fmtRatio)
+	if len(paired) > 0 {
+		v.add("  same, median of per-round ratios", sh.short(), Median(paired), 0.7, true, fmtRatio)
+	}
 }
 
 // runPprof takes Go CPU profiles of the agent (its control API serves
