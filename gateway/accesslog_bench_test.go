@@ -2,37 +2,15 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/tls"
 	"io"
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
-
-// BenchmarkAccessLogEntry measures what the access log adds to a request:
-// building its entry from the recorder and handing it to the writer (a
-// channel send, or a drop when the writer is behind). No allocation.
-func BenchmarkAccessLogEntry(b *testing.B) {
-	g, err := New(Config{AccessLog: &accesslog.Config{Writer: io.Discard}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Shutdown(b.Context())
-	u, _ := url.Parse("https://example.com/small?x=1")
-	r := &http.Request{Method: "GET", URL: u, RequestURI: "/small?x=1", Host: "example.com", Proto: "HTTP/3.0", ProtoMajor: 3,
-		Header:     http.Header{"Accept": {"*/*"}, "User-Agent": {"bench"}},
-		RemoteAddr: "127.0.0.1:40000", TLS: &tls.ConnectionState{ServerName: "example.com"}}
-	rec := recorder{g: g, listener: "bench", r: r, start: time.Now(), requestID: []string{"4bf92f3577b34da6a3ce929d0e0e4736"}, attempts: 1, bytesOut: 64}
-	b.ReportAllocs()
-	for b.Loop() {
-		g.logAccess(&rec, "web", "a", 200, "", "", time.Millisecond)
-	}
-}
 
 // BenchmarkHandlerAccessLog is BenchmarkHandler with the access log on,
 // its lines formatted and discarded by the writer goroutine.
@@ -56,6 +34,6 @@ func BenchmarkHandlerAccessLog(b *testing.B) {
 			RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}
 		h.ServeHTTP(&discardWriter{h: http.Header{}}, r.WithContext(b.Context()))
 	}
-	dropped := g.metrics.accessLog.stats.Dropped.Load()
+	dropped := g.obs.Metrics.AccessLogDropped()
 	b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")
 }

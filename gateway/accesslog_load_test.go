@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 )
 
 // applyKeepingListener applies cfg to h's gateway with the harness's own
@@ -118,7 +119,7 @@ func TestAccessLogAgreesWithMetrics(t *testing.T) {
 	lines := sink.wait(t, total)
 	fromLog := map[string]float64{}
 	for _, l := range lines {
-		fromLog[fmt.Sprintf("%s/%s/%s", l["protocol"], statusClass(int(l["status"].(float64))), l["reason"])]++
+		fromLog[fmt.Sprintf("%s/%s/%s", l["protocol"], observe.StatusClass(int(l["status"].(float64))), l["reason"])]++
 	}
 	fromMetrics := map[string]float64{}
 	h.gw.FlushMetrics()

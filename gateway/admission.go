@@ -4,8 +4,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
-	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -18,10 +18,6 @@ import (
 // a full backend skipped). A request turned away by one limit holds no
 // slot of any other; an admitted one holds its slots until its response
 // is done (the body copied, the tunnel closed).
-
-// reasonOverloaded is the x-impulse-error of a 503 answered over a
-// concurrency limit (interface.md).
-const reasonOverloaded = "overloaded"
 
 // retryAfterOverloaded is the Retry-After of an overloaded answer: one
 // second (RFC 9110 §10.2.3, delay-seconds). An overload clears as soon as
@@ -55,7 +51,7 @@ func (s slots) release() {
 // cannot, admit answers — 503 overloaded with Retry-After over a limit,
 // 499 (a reset) when the client left the queue, 504 grpc_timeout when a
 // gRPC call's deadline passed in it — and returns false, holding nothing.
-func (g *Gateway) admit(rec recorder, w http.ResponseWriter, up *upstream.Upstream) (slots, bool) {
+func (g *Gateway) admit(rec *recorder, w http.ResponseWriter, up *upstream.Upstream) (slots, bool) {
 	if !g.global.TryAcquire() {
 		g.overloaded(rec, w, up, scopeGlobal)
 		return slots{}, false
@@ -75,9 +71,9 @@ func (g *Gateway) admit(rec recorder, w http.ResponseWriter, up *upstream.Upstre
 	case errors.Is(err, concurrency.ErrFull) || errors.Is(err, concurrency.ErrQueueTimeout):
 		g.overloaded(rec, w, up, scopeUpstream)
 	case rec.grpc.expired():
-		rec.finish(w, up, nil, http.StatusGatewayTimeout, reasonGRPCTimeout)
+		rec.finish(w, up, nil, answer.GRPCTimeout)
 	default:
-		rec.finish(w, up, nil, transport.StatusClientClosed, transport.ReasonClientCanceled)
+		rec.finish(w, up, nil, answer.ClientCanceled)
 	}
 	return slots{}, false
 }
@@ -88,7 +84,7 @@ func (g *Gateway) admit(rec recorder, w http.ResponseWriter, up *upstream.Upstre
 // (with Retry-After) when healthy backends exist but all are full,
 // discovery_pending, or no_healthy_backend — and returns nil. A non-nil
 // backend is paired with Done.
-func (g *Gateway) pick(rec recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream) *upstream.Backend {
+func (g *Gateway) pick(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream) *upstream.Backend {
 	b, set := up.Pick(r)
 	raced := false
 	for try := 1; b != nil; try++ {
@@ -105,17 +101,17 @@ func (g *Gateway) pick(rec recorder, w http.ResponseWriter, r *http.Request, up 
 	case raced || set.Saturated():
 		g.overloaded(rec, w, up, scopeBackend)
 	case set.Pending:
-		rec.finish(w, up, nil, http.StatusServiceUnavailable, transport.ReasonPending)
+		rec.finish(w, up, nil, answer.Pending)
 	default:
-		rec.finish(w, up, nil, http.StatusServiceUnavailable, transport.ReasonNoBackend)
+		rec.finish(w, up, nil, answer.NoBackend)
 	}
 	return nil
 }
 
 // overloaded answers 503 overloaded with Retry-After, counted against the
 // limit of scope.
-func (g *Gateway) overloaded(rec recorder, w http.ResponseWriter, up *upstream.Upstream, scope string) {
-	g.metrics.overload(scope, up.Name())
+func (g *Gateway) overloaded(rec *recorder, w http.ResponseWriter, up *upstream.Upstream, scope string) {
+	g.obs.Metrics.Overload(scope, up.Name())
 	w.Header()["Retry-After"] = retryAfterOverloaded
-	rec.finish(w, up, nil, http.StatusServiceUnavailable, reasonOverloaded)
+	rec.finish(w, up, nil, answer.Overloaded)
 }

@@ -42,7 +42,7 @@ func BenchmarkAdmission(b *testing.B) {
 	})
 }
 
-func admitOnce(g *Gateway, rec recorder, r *http.Request, up *upstream.Upstream) {
+func admitOnce(g *Gateway, rec *recorder, r *http.Request, up *upstream.Upstream) {
 	held, ok := g.admit(rec, nil, up)
 	if !ok {
 		panic("refused")
@@ -69,7 +69,7 @@ func TestAdmissionNoAlloc(t *testing.T) {
 	}
 }
 
-func admissionFixture(tb testing.TB, global, maxReq, queue, perBE int) (*Gateway, recorder, *http.Request, *upstream.Upstream) {
+func admissionFixture(tb testing.TB, global, maxReq, queue, perBE int) (*Gateway, *recorder, *http.Request, *upstream.Upstream) {
 	mem := memBackend{body: bytes.Repeat([]byte("x"), 64)}
 	uc := UpstreamConfig{Config: upstream.Config{Name: "web",
 		NewTransport: func(transport.Options) (transport.RoundTripper, error) { return mem, nil }},
@@ -83,5 +83,7 @@ func admissionFixture(tb testing.TB, global, maxReq, queue, perBE int) (*Gateway
 	tb.Cleanup(func() { g.Shutdown(context.Background()) })
 	u, _ := url.Parse("https://example.com/")
 	r := (&http.Request{Method: "GET", URL: u, Host: "example.com", Header: http.Header{}, ProtoMajor: 3}).WithContext(context.Background())
-	return g, recorder{g: g, r: r, start: time.Now()}, r, g.table.Load().upstreams["web"]
+	rec := new(recorder)
+	rec.begin(g, "", nil, r)
+	return g, rec, r, g.table.Load().upstreams["web"]
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-metrics"
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 )
 
@@ -188,11 +189,11 @@ func TestR06GRPC(t *testing.T) {
 	c3 := startRawGRPC(t, h2Client(h), h.base, "/pkg.Svc/Unary")
 	c3.send("x")
 	c3.closeSend()
-	if st, msg := c3.status(); st != "14" || msg != reasonOverloaded || c3.response().Header.Get("Retry-After") != "1" {
+	if st, msg := c3.status(); st != "14" || msg != answer.Overloaded.Reason || c3.response().Header.Get("Retry-After") != "1" {
 		t.Fatalf("call beyond the queue: grpc-status %q %q, Retry-After %q; want UNAVAILABLE overloaded", st, msg, c3.response().Header.Get("Retry-After"))
 	}
-	if st, msg := c2.status(); st != "4" || msg != reasonGRPCTimeout {
-		t.Fatalf("queued call: grpc-status %q %q, want DEADLINE_EXCEEDED %s", st, msg, reasonGRPCTimeout)
+	if st, msg := c2.status(); st != "4" || msg != answer.GRPCTimeout.Reason {
+		t.Fatalf("queued call: grpc-status %q %q, want DEADLINE_EXCEEDED %s", st, msg, answer.GRPCTimeout.Reason)
 	}
 	if d := time.Since(c2.start); d < 300*time.Millisecond {
 		t.Fatalf("queued call ended after %v, before its grpc-timeout", d)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 )
 
@@ -54,10 +55,7 @@ func limiterOf(g *Gateway, name string) *concurrency.Limiter { return g.table.Lo
 
 // overloadedCount is the overloaded counter of scope and upstream.
 func overloadedCount(g *Gateway, scope, up string) uint64 {
-	if v, ok := g.metrics.overloads.Load(overloadKey{scope, up}); ok {
-		return v.(*overloadCount).total.Load()
-	}
-	return 0
+	return g.obs.Metrics.Overloads(scope, up)
 }
 
 // checkOverloaded fails unless res is 503 overloaded with Retry-After: 1.
@@ -66,7 +64,7 @@ func checkOverloaded(t *testing.T, res asyncResult, what string) {
 	if res.err != nil {
 		t.Fatalf("%s: %v", what, res.err)
 	}
-	if res.resp.StatusCode != http.StatusServiceUnavailable || res.resp.Header.Get("X-Impulse-Error") != reasonOverloaded ||
+	if res.resp.StatusCode != http.StatusServiceUnavailable || res.resp.Header.Get("X-Impulse-Error") != answer.Overloaded.Reason ||
 		res.resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("%s: %d %q, Retry-After %q; want 503 overloaded, Retry-After 1", what, res.resp.StatusCode,
 			res.resp.Header.Get("X-Impulse-Error"), res.resp.Header.Get("Retry-After"))

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -40,65 +40,16 @@ import (
 // and take nothing from the budget: they go to the same backend, which
 // said it did not process the request.
 
-// attemptPolicy is one upstream's retry and hedge settings in one table
-// generation, with the count its budget keeps.
-type attemptPolicy struct {
-	retry retry.Policy
-	hedge retry.Hedge
-	// retries counts the retries and hedges in flight to the upstream; the
-	// generations of one upstream share it (newAttemptPolicy).
-	retries *atomic.Int64
-}
-
-// newAttemptPolicy is uc's attempt policy; prev is the upstream's policy in
-// the previous table (nil: none), whose budget count it takes over. A zero
-// Retry stands for retry.Default().
-func newAttemptPolicy(uc UpstreamConfig, prev *attemptPolicy) (*attemptPolicy, error) {
-	p := uc.Retry
-	if p == (retry.Policy{}) {
-		p = retry.Default()
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if err := uc.Hedge.Validate(); err != nil {
-		return nil, err
-	}
-	ap := &attemptPolicy{retry: p, hedge: uc.Hedge, retries: new(atomic.Int64)}
-	if prev != nil {
-		ap.retries = prev.retries
-	}
-	return ap, nil
-}
-
-// defaultAttempts is the policy of an upstream missing from a table (a
-// request routed by an older table to an upstream that left it).
-var defaultAttempts = &attemptPolicy{retry: retry.Default(), retries: new(atomic.Int64)}
-
-// attemptsOf is up's attempt policy in tbl (defaultAttempts for an
-// upstream that left it).
-func attemptsOf(tbl *table, up *upstream.Upstream) *attemptPolicy {
-	if ap := tbl.attempts[up]; ap != nil {
-		return ap
+// attemptsOf is up's attempt settings in tbl (retry.DefaultSettings for
+// an upstream that left it: a request routed by an older table).
+func attemptsOf(tbl *table, up *upstream.Upstream) *retry.Settings {
+	if s := tbl.attempts[up]; s != nil {
+		return s
 	}
 	return defaultAttempts
 }
 
-// takeRetry counts one more retry (or hedge) in flight to up if its budget
-// allows one: at most max(min_retry_concurrency, budget_percent % of the
-// requests in flight to up's backends, retries included). Only the retry
-// path pays for summing the in-flight counts.
-func (ap *attemptPolicy) takeRetry(up *upstream.Upstream) bool {
-	var active int64
-	for _, b := range up.Current().Backends {
-		active += b.InFlight()
-	}
-	if !ap.retry.Budget.Allows(ap.retries.Load(), active) {
-		return false
-	}
-	ap.retries.Add(1)
-	return true
-}
+var defaultAttempts = retry.DefaultSettings()
 
 // errPerTryTimeout is the cancellation cause of a try past per_try_timeout:
 // a response-header timeout (504 response_header_timeout once no try is
@@ -216,81 +167,81 @@ type try struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	err    error
-	// outcome and reason are what the try tells passive health (b.Done),
-	// once it is over.
+	// outcome and reason are what the try tells passive health, once it
+	// is over; status is the answer a failed try would get (err != nil).
 	outcome health.Outcome
 	reason  string
-	trace   *tryTrace // the try's client span; nil: not traced (tracing.go)
+	status  int
+	// final: the try whose outcome the client gets; hedge: a hedged copy.
+	final, hedge bool
+	slot         retry.Slot        // the budget slot it holds (0: none)
+	trace        *observe.TryTrace // the try's client span; nil: not traced
 }
 
-// done ends t: its outcome goes to passive health and its span (exactly
-// once per try).
-func (t *try) done() {
-	t.b.Done(t.outcome, t.reason, time.Since(t.start))
-	t.trace.end(t)
-}
-
-// condition is the retry condition t's failure matches; 0 when it matches
-// none (an answer the policy never retries, the client's doing, a failure
-// the backend is not known to have failed by).
-func (t *try) condition(rec *recorder, r *http.Request, body *watchedBody, iw *interim) retry.Condition {
+// result is what the retry state needs of t, once its round trip
+// returned (retry.Result): the backend's status, or the retry condition
+// of its failure (0 when it matches none: an invalid response, the
+// client's doing, a failure the backend is not known to have failed by).
+func (t *try) result(rec *recorder, r *http.Request, body *watchedBody, iw *interim, kept bool) retry.Result {
+	res := retry.Result{Method: r.Method, Started: iw.relayed(), BodyKept: kept}
 	if t.err == nil {
-		return retry.StatusCondition(t.resp.StatusCode)
+		res.Status = t.resp.StatusCode
+		return res
 	}
-	if body.failed() != bodyOK || r.Context().Err() != nil || rec.grpc.expired() || iw.invalidResponse(t.err) {
-		return 0
+	res.Expired = r.Context().Err() != nil || rec.grpc.expired()
+	if body.failed() != bodyOK || iw.invalidResponse(t.err) {
+		return res
 	}
 	switch {
 	case errors.Is(context.Cause(t.ctx), transport.ErrResponseHeaderTimeout):
-		return retry.Reset // the try's own timer; never a client's cancel
+		res.Failure = retry.Reset // the try's own timer; never a client's cancel
 	case t.ctx.Err() != nil || transport.IsUnsendable(t.err):
-		return 0 // the client's doing: no other backend would take it
+		// the client's doing: no other backend would take it
 	case transport.IsConnectFailure(t.err):
-		return retry.ConnectFailure
+		res.Failure = retry.ConnectFailure
 	case transport.IsRefusedStream(t.err) || errors.Is(t.err, errNotReplayable):
-		return retry.RefusedStream
+		res.Failure = retry.RefusedStream
+	default:
+		res.Failure = retry.Reset
 	}
-	return retry.Reset
+	return res
 }
 
-// failure is the status, reason and health outcome of a failed round trip
+// failure is the answer and health outcome of a failed round trip
 // (t.err != nil): a stream the backend left unprocessed (graceful GOAWAY;
 // a body too long to send again) and the client's own doing are not the
 // backend's failure.
-func (t *try) failure(rec *recorder, iw *interim) (status int, reason string, o health.Outcome) {
-	status, reason = transport.Classify(t.ctx, t.err)
+func (t *try) failure(rec *recorder, iw *interim) (a answer.Answer, o health.Outcome) {
+	a = answer.ForFailure(transport.Classify(t.ctx, t.err))
 	if iw.invalidResponse(t.err) {
-		status, reason = http.StatusBadGateway, transport.ReasonInvalidResponse
+		a = answer.InvalidResponse
 	}
 	if rec.grpc.expired() { // the client's deadline, not the backend's failure
-		status, reason = http.StatusGatewayTimeout, reasonGRPCTimeout
+		a = answer.GRPCTimeout
 	}
-	o = health.Failure
-	if status == transport.StatusClientClosed || reason == reasonGRPCTimeout || reason == transport.ReasonInvalidRequest || transport.IsGracefulGoAway(t.err) || errors.Is(t.err, errNotReplayable) {
-		o = health.Neutral
+	o = health.Neutral
+	if a.Backend && !transport.IsGracefulGoAway(t.err) && !errors.Is(t.err, errNotReplayable) {
+		o = health.Failure
 	}
-	return status, reason, o
+	return a, o
 }
 
 // discard ends a failed try that is not relayed: its failure goes to
-// passive health and a 5xx answer is dropped. The backend's response
-// counts (the status page's) get the try too: a backend failing every try
-// that a retry hides must not look clean.
+// passive health (and the backend's response counts: a backend failing
+// every try that a retry hides must not look clean) and a 5xx answer is
+// dropped.
 func (t *try) discard(rec *recorder, iw *interim) {
 	if t.err == nil {
 		t.resp.Body.Close()
 		t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(t.resp.StatusCode)
-		t.b.Responses().Count(t.resp.StatusCode, false)
 	} else {
-		var status int
-		status, t.reason, t.outcome = t.failure(rec, iw)
-		if t.outcome == health.Failure {
-			t.b.Responses().Count(status, true)
-		}
+		var a answer.Answer
+		a, t.outcome = t.failure(rec, iw)
+		t.status, t.reason = a.Status, a.Reason
 	}
 	t.cancel(nil)
-	t.trace.endAtAnswer() // not at the end of a retry's back-off
-	t.done()
+	t.trace.EndAtAnswer() // not at the end of a retry's back-off
+	rec.endTry(t)
 }
 
 // proxy runs the tries of r to up: the first to the picked backend, then,
@@ -303,8 +254,8 @@ func (t *try) discard(rec *recorder, iw *interim) {
 // backend's slot the same way, and is not sent when that backend is full.
 // uc's request timeout bounds every try, back-off and hedge; its body_idle
 // each read of the relayed response body (timeouts.go).
-func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *attemptPolicy, b *upstream.Backend, uc UpstreamConfig) {
-	if ap.hedge.Applies(r.Method, hasBody(r)) {
+func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, b *upstream.Backend, uc UpstreamConfig) {
+	if ap.Hedge().Applies(r.Method, hasBody(r)) {
 		g.hedged(rec, w, r, up, ap, b, uc) // hedge.go
 		return
 	}
@@ -316,16 +267,16 @@ func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up
 	// back-off and the copy of the response body share it.
 	traced, stopRequest := requestDeadline(traced, uc.RequestTimeout)
 	defer stopRequest()
-	p := &ap.retry
+	p := ap.Policy()
+	st := ap.Start(up)
+	defer st.Close()
 	cb := newClientBody(r, bodyKeep(p, b))
 	var tried [retry.MaxAttempts]*upstream.Backend
-	t := try{b: b, start: rec.start}
-	holding := false // t is a retry, counted in the budget
+	t := try{b: b, start: rec.out.Start}
 	for n := 1; ; n++ {
 		tried[n-1] = t.b
-		rec.attempts = n // t.b is acquired
 		wait, own, cause := tryWait(up, p, t.b)
-		t.trace = rec.startTry(t.b, n, false)
+		t.trace = rec.out.Span.StartTry(r, t.b, n, false)
 		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause, t.trace)
 		iw.finish() // no 1xx after this: w is the handler's again
 		if t.err == nil && t.resp.StatusCode < 200 {
@@ -334,47 +285,34 @@ func (g *Gateway) proxy(rec recorder, w http.ResponseWriter, r *http.Request, up
 			t.resp.Body.Close()
 			t.resp, t.err = nil, errSwitchingProtocols
 		}
-		cond := t.condition(&rec, r, cb.watched, iw)
-		if cond == 0 || !p.Retry(retry.Failure{Condition: cond, Method: r.Method, Tries: n, Started: iw.relayed(), BodyKept: cb.kept()}) {
+		var next *upstream.Backend
+		d := st.Retry(t.result(rec, r, cb.watched, iw, cb.kept()),
+			func() bool { next, _ = up.PickExcept(r, tried[:n]); return next != nil },
+			func() bool { return next.TryAcquire() })
+		if d.Verdict == retry.NoBudget {
+			g.obs.Metrics.RetryBudgetExhausted(up.Name())
+		}
+		if d.Verdict != retry.Again {
 			break
 		}
-		next, _ := up.PickExcept(r, tried[:n])
-		if next == nil {
+		if !sleep(traced, d.Wait) || !cb.again() {
+			next.Release() // acquired, never sent
+			st.Release(d.Slot)
 			break
 		}
-		if !ap.takeRetry(up) {
-			g.metrics.retryBudgetExhausted(up.Name())
-			break
-		}
-		if !next.TryAcquire() { // full (max_requests_per_backend)
-			ap.retries.Add(-1)
-			break
-		}
-		if !sleep(traced, p.Wait(n, rand.Uint64())) || !cb.again() {
-			next.Done(health.Neutral, "", 0)
-			ap.retries.Add(-1)
-			break
-		}
-		t.discard(&rec, iw)
+		t.discard(rec, iw)
+		st.Release(t.slot)
 		iw.reopen()
-		if holding {
-			ap.retries.Add(-1)
-		}
-		holding = true
-		g.metrics.retry(up.Name(), cond.Label())
-		g.log.Debug("retrying on another backend", "upstream", up.Name(), "backend", t.b.ID, "next", next.ID, "reason", cond.Label(), "error", t.err)
-		t = try{b: next, start: time.Now()}
+		g.obs.Metrics.Retry(up.Name(), d.Condition.Label())
+		g.log.Debug("retrying on another backend", "upstream", up.Name(), "backend", t.b.ID, "next", next.ID, "reason", d.Condition.Label(), "error", t.err)
+		t = try{b: next, start: time.Now(), slot: d.Slot}
 	}
 	// No try follows: a body the transport gave up is closed now, which
 	// ends a read it is blocked in (a client waiting for 100 Continue).
 	cb.end()
-	defer func() {
-		t.done()
-		if holding {
-			ap.retries.Add(-1)
-		}
-	}()
-	g.relay(&rec, w, r, up, &t, cb.watched, iw, uc)
+	t.final = true
+	defer rec.endTry(&t) // before st.Close gives the slot back
+	g.relay(rec, w, r, up, &t, cb.watched, iw, uc)
 }
 
 // sleep waits d, or until ctx is done; false in that case.
@@ -397,7 +335,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // connect/reset before a response or an invalid 1xx use, 504 response
 // header timeout), or a stream reset (http.ErrAbortHandler) when the
 // backend fails after the response started. t's outcome is set for the
-// caller's t.done (also when relay panics); t.cancel is called.
+// caller's endTry (also when relay panics); t.cancel is called.
 func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, t *try, body *watchedBody, iw *interim, uc UpstreamConfig) {
 	b := t.b
 	defer t.cancel(nil)
@@ -406,20 +344,21 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 			rec.clientBodyFailed(w, up, b, f, false)
 			return
 		}
-		status, reason, o := t.failure(rec, iw)
-		if requestTimedOut(t.ctx) && r.Context().Err() == nil && reason != reasonGRPCTimeout {
+		a, o := t.failure(rec, iw)
+		if requestTimedOut(t.ctx) && r.Context().Err() == nil && a != answer.GRPCTimeout {
 			// The exchange's budget ran out; the backend is blamed unless
 			// the client was still sending its body (timeouts.go).
-			status, reason, o = http.StatusGatewayTimeout, reasonRequestTimeout, health.Neutral
+			a, o = answer.RequestTimeout, health.Neutral
 			if body.sentWhole() {
 				o = health.Failure
 			}
 		}
 		if o == health.Failure {
-			t.outcome, t.reason = o, reason
+			t.outcome, t.reason = o, a.Reason
 		}
-		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", reason, "attempts", rec.attempts, "error", t.err)
-		rec.finish(w, up, b, status, reason)
+		t.status = a.Status
+		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", a.Reason, "attempts", len(rec.out.Attempts())+1, "error", t.err)
+		rec.finish(w, up, b, a)
 		return
 	}
 	resp := t.resp
@@ -429,7 +368,7 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	rec.grpc.watch(resp)
 	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
 	var backendErr, clientErr error
-	rec.bytesOut, backendErr, clientErr = copyResponse(w, resp, r.ProtoMajor)
+	rec.out.BytesOut, backendErr, clientErr = copyResponse(w, resp, r.ProtoMajor)
 	switch {
 	case backendErr != nil && body.failed() != bodyOK:
 		// The backend answered early, then the connection broke on the
@@ -437,36 +376,33 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 		rec.clientBodyFailed(w, up, b, body.failed(), true)
 	case backendErr != nil && rec.grpc.expired():
 		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
-		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonGRPCTimeout)
+		rec.endStream(w, up, b, answer.GRPCTimeout)
 	case backendErr != nil && idle.timedOut():
 		// The backend went silent mid-body: its failure, and the truncated
 		// body must not end cleanly.
-		t.outcome, t.reason = health.Failure, reasonBodyIdleTimeout
+		t.outcome, t.reason = health.Failure, answer.BodyIdleTimeout.Reason
 		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
-		rec.record(up, b, resp.StatusCode, reasonBodyIdleTimeout)
-		panic(http.ErrAbortHandler)
+		rec.reset(up, b, resp.StatusCode, answer.BodyIdleTimeout)
 	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil && rec.grpc != nil:
 		// The exchange's budget is spent, not the backend's health:
 		// DEADLINE_EXCEEDED trailers where it can, else a reset.
-		rec.endStream(w, up, b, http.StatusGatewayTimeout, reasonRequestTimeout)
+		rec.endStream(w, up, b, answer.RequestTimeout)
 	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil:
 		// A reset, recorded with the status the client got (as a body_idle
 		// cut is), not against the backend's health.
-		rec.record(up, b, resp.StatusCode, reasonRequestTimeout)
-		panic(http.ErrAbortHandler)
+		rec.reset(up, b, resp.StatusCode, answer.RequestTimeout)
 	case backendErr != nil && r.Context().Err() == nil:
-		t.outcome, t.reason = health.Failure, transport.ReasonBodyFailed
+		t.outcome, t.reason = health.Failure, answer.BodyFailed.Reason
 		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
-		rec.record(up, b, resp.StatusCode, transport.ReasonBodyFailed)
 		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
-		panic(http.ErrAbortHandler)
+		rec.reset(up, b, resp.StatusCode, answer.BodyFailed)
 	case clientErr != nil || backendErr != nil:
-		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+		rec.result(up, b, answer.ClientCanceled.Status, answer.ClientCanceled.Reason)
 	default:
 		t.outcome = health.Success
 		if resp.StatusCode >= 500 {
 			t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
 		}
-		rec.record(up, b, resp.StatusCode, "")
+		rec.result(up, b, resp.StatusCode, "")
 	}
 }

@@ -7,22 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/quic-go/qpack"
 )
 
 // requestsCounted is the request count of one metrics label set, over
 // every protocol.
 func requestsCounted(g *Gateway, listener, upstream, code, reason string) uint64 {
-	var n uint64
-	g.metrics.requests.Range(func(k, v any) bool {
-		if key := k.(requestKey); key.listener == listener && key.upstream == upstream && key.code == code && key.reason == reason {
-			for i := range v.(*requestCount).buckets {
-				n += v.(*requestCount).buckets[i].Load()
-			}
-		}
-		return true
+	return g.obs.Metrics.Requests(func(l observe.RequestLabels) bool {
+		return l.Listener == listener && l.Upstream == upstream && l.Code == code && l.Reason == reason
 	})
-	return n
 }
 
 func fields(kv ...string) []qpack.HeaderField {
@@ -60,7 +55,7 @@ func TestMalformedAuthorityIsMessageError(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the backend received %d malformed requests", n)
 	}
-	if n := requestsCounted(h.gw, "test", "", "4xx", reasonInvalidAuthority); n != uint64(len(cases)) {
+	if n := requestsCounted(h.gw, "test", "", "4xx", answer.InvalidAuthority.Reason); n != uint64(len(cases)) {
 		t.Fatalf("counted %d requests 4xx invalid_authority, want %d", n, len(cases))
 	}
 }

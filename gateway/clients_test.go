@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,7 +73,6 @@ func TestRealClientsOverTCP(t *testing.T) {
 		t.Errorf("%d requests counted, want 1202", n)
 	}
 	eventually(t, 5*time.Second, func() bool {
-		v, ok := h.gw.metrics.conns.Load(connKey{tcp: true, listener: "test"})
-		return ok && v.(*atomic.Int64).Load() == 0
+		return h.gw.obs.Metrics.Conns(true, "test") == 0
 	}, "impulse_tcp_connections to return to 0")
 }

@@ -11,9 +11,6 @@ import (
 // receive it (QUIC) marks such requests with withEarlyData; the pipeline
 // asks earlyDataAction what to do with them.
 
-// reasonTooEarly is the x-impulse-error of the gateway's 425 (RFC 8470 §5.2).
-const reasonTooEarly = "too_early"
-
 // earlyAction is what the pipeline does with a request, given whether it
 // arrived in early data.
 type earlyAction uint8

@@ -12,10 +12,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -276,11 +276,7 @@ func sendRaw(t *testing.T, conn *quic.Conn, raw []byte) <-chan []h3Frame {
 
 // quicConnsOpen is the harness listener's open QUIC connections.
 func quicConnsOpen(h *harness) int64 {
-	v, ok := h.gw.metrics.conns.Load(connKey{listener: "test"})
-	if !ok {
-		return 0
-	}
-	return v.(*atomic.Int64).Load()
+	return h.gw.obs.Metrics.Conns(false, "test")
 }
 
 // firstStatus is the first :status gtlsclient printed ("" if none).
@@ -331,7 +327,7 @@ func TestI03EarlyData(t *testing.T) {
 		backend425 := get0RTT("/backend-425")
 		post := sendRaw(t, conn, rawPost("/early-post", "data"))
 		eventually(t, 10*time.Second, func() bool {
-			return be.saw("GET /early 1", "GET /backend-425 1") && requestsCountedOver(h.gw, ProtocolH3, "u", "4xx", reasonTooEarly) == 1
+			return be.saw("GET /early 1", "GET /backend-425 1") && requestsCountedOver(h.gw, ProtocolH3, "u", "4xx", answer.TooEarly.Reason) == 1
 		}, "the gateway to handle the three early requests")
 		select {
 		case <-conn.HandshakeComplete():
@@ -354,8 +350,8 @@ func TestI03EarlyData(t *testing.T) {
 		if st, _ := frames[0].field(":status"); st != "425" {
 			t.Errorf("0-RTT POST: :status %q, want 425", st)
 		}
-		if reason, _ := frames[0].field("x-impulse-error"); reason != reasonTooEarly {
-			t.Errorf("0-RTT POST: x-impulse-error %q, want %q", reason, reasonTooEarly)
+		if reason, _ := frames[0].field("x-impulse-error"); reason != answer.TooEarly.Reason {
+			t.Errorf("0-RTT POST: x-impulse-error %q, want %q", reason, answer.TooEarly.Reason)
 		}
 		await(t, conn.HandshakeComplete(), "the handshake")
 		if cs := conn.ConnectionState(); !cs.Used0RTT || !cs.TLS.DidResume {
@@ -461,7 +457,7 @@ func TestI03EarlyData(t *testing.T) {
 			status       string
 		}{
 			{"GET", "/early", func() bool { return be.saw("GET /early 1") }, "200"},
-			{"POST", "/early-post", func() bool { return requestsCountedOver(h.gw, ProtocolH3, "u", "4xx", reasonTooEarly) == 1 }, "425"},
+			{"POST", "/early-post", func() bool { return requestsCountedOver(h.gw, ProtocolH3, "u", "4xx", answer.TooEarly.Reason) == 1 }, "425"},
 		} {
 			relay := newUDPRelay(t, h.gw.Addrs()["test"].String(), true)
 			cmd := client(relay.addr(), c.method, c.path)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -64,15 +65,15 @@ func TestInvalidMethodIsMalformed(t *testing.T) {
 		for _, m := range methods {
 			for _, path := range []string{"/", "/h2c/x"} {
 				out := h.exchange(t, h2Request(":method: "+m+"\n:scheme: https\n:authority: a.example\n:path: "+path, nil))
-				if st, reason := h2Answer(t, out); st != "400" || reason != reasonInvalidMethod {
-					t.Fatalf("%q %s: answered %s %q, want 400 %s", m, path, st, reason, reasonInvalidMethod)
+				if st, reason := h2Answer(t, out); st != "400" || reason != answer.InvalidMethod.Reason {
+					t.Fatalf("%q %s: answered %s %q, want 400 %s", m, path, st, reason, answer.InvalidMethod.Reason)
 				}
 				if _, n := h.be.take(); n != 0 {
 					t.Fatalf("%q %s: the backend got %d requests", m, path, n)
 				}
 			}
 		}
-		if n := requestsCounted(h.gw, "fuzz", "", "4xx", reasonInvalidMethod); n != uint64(2*len(methods)) {
+		if n := requestsCounted(h.gw, "fuzz", "", "4xx", answer.InvalidMethod.Reason); n != uint64(2*len(methods)) {
 			t.Fatalf("counted %d requests 4xx invalid_method, want %d", n, 2*len(methods))
 		}
 	})

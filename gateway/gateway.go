@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -22,7 +23,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
@@ -206,17 +209,17 @@ type table struct {
 	// limiters count every upstream's requests in flight against its
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
-	attempts map[*upstream.Upstream]*attemptPolicy // attempts.go
+	attempts map[*upstream.Upstream]*retry.Settings
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
 // Start, feed it with Apply and SetDiscovered, stop it with Shutdown.
 type Gateway struct {
-	log     hclog.Logger
-	qlog    *slog.Logger
-	metrics *gatewayMetrics
-	table   atomic.Pointer[table]
-	paths   atomic.Pointer[pathnorm.PathOptions]
+	log   hclog.Logger
+	qlog  *slog.Logger
+	obs   observe.Observers // every request's Outcome goes to them (recorder.go)
+	table atomic.Pointer[table]
+	paths atomic.Pointer[pathnorm.PathOptions]
 
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
 	listeners map[string]*listener
@@ -227,7 +230,7 @@ type Gateway struct {
 	retired []*upstream.Upstream
 
 	drains      drains                                 // ingresses a reload stopped, still draining
-	tlsSettings atomic.Pointer[map[string]tlsSettings] // tlsmetrics.go
+	tlsSettings atomic.Pointer[map[string]tlsSettings] // observers.go
 
 	stopSampling context.CancelFunc
 	sampling     sync.WaitGroup
@@ -236,11 +239,6 @@ type Gateway struct {
 	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
-	tracer        atomic.Pointer[tracer]             // nil: tracing off (tracing.go)
-	access        accessLog                          // Config.AccessLog (accesslog.go)
-
-	// traffic counts responses by upstream name for the status page (traffic.go).
-	traffic atomic.Pointer[map[string]*upstream.ResponseCounter]
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -251,16 +249,19 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	g := &Gateway{log: log, qlog: cfg.QUICLogger, metrics: newGatewayMetrics(cfg.Metrics), listeners: map[string]*listener{}, workers: newWorkers(),
-		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests})}
+	gm := observe.NewMetrics(cfg.Metrics)
+	g := &Gateway{log: log, qlog: cfg.QUICLogger, listeners: map[string]*listener{}, workers: newWorkers(),
+		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests}),
+		obs: observe.Observers{Metrics: gm, Access: observe.NewAccessLog(log.Named("access_log"), gm),
+			Tracing: new(observe.Tracing), Traffic: new(observe.Traffic), Log: log}}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
 	g.paths.Store(&cfg.Paths)
-	g.setTracerProvider(cfg.TracerProvider)
-	if err := g.startAccessLog(cfg.AccessLog); err != nil {
+	g.obs.Tracing.SetProvider(cfg.TracerProvider)
+	if err := g.obs.Access.Start(cfg.AccessLog); err != nil {
 		return nil, err
 	}
 	if err := g.applyUpstreams(cfg.Upstreams); err != nil {
-		g.closeAccessLog(time.Second)
+		g.obs.Access.Close(time.Second)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -291,7 +292,7 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 	if g.shutdown {
 		return errClosed
 	}
-	out, err := g.prepareAccessLog(cfg.AccessLog) // accesslog.go
+	out, err := g.obs.Access.Prepare(cfg.AccessLog)
 	if err != nil {
 		return err
 	}
@@ -299,10 +300,10 @@ func (g *Gateway) Apply(ctx context.Context, cfg Config) error {
 		out.Close()
 		return err
 	}
-	g.commitAccessLog(cfg.AccessLog, out)
+	g.obs.Access.Commit(cfg.AccessLog, out)
 	g.paths.Store(&cfg.Paths)
 	g.global.Set(concurrency.Limits{Max: cfg.MaxRequests})
-	g.setTracerProvider(cfg.TracerProvider)
+	g.obs.Tracing.SetProvider(cfg.TracerProvider)
 	return g.applyListenersLocked(ctx, cfg.Listeners)
 }
 
@@ -319,7 +320,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return err
 	}
 	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates,
-		limiters: map[string]*concurrency.Limiter{}, attempts: map[*upstream.Upstream]*attemptPolicy{}}
+		limiters: map[string]*concurrency.Limiter{}, attempts: map[*upstream.Upstream]*retry.Settings{}}
 	var defs []route.Definition
 	var created []*upstream.Upstream
 	fail := func(err error) error {
@@ -354,7 +355,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 				return fail(err)
 			}
 		}
-		ap, err := newAttemptPolicy(uc, old.attempts[u])
+		ap, err := retry.NewSettings(uc.Retry, uc.Hedge, old.attempts[u])
 		if err != nil {
 			return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
 		}
@@ -380,7 +381,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 			next.limiters[name] = concurrency.New(uc.concurrencyLimits())
 		}
 	}
-	g.keepTraffic(next)
+	g.obs.Traffic.Keep(slices.Collect(maps.Keys(next.upstreams)))
 	g.table.Store(next)
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {
@@ -490,7 +491,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}
-	g.closeAccessLog(accessLogFlushWait) // every request has been recorded
+	g.obs.Access.Close(accessLogFlushWait) // every request has been recorded
 	g.stopSampling()
 	g.sampling.Wait()
 	g.workers.close()
@@ -502,5 +503,5 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 func (g *Gateway) Handler() http.Handler { return g.handlerFor("") }
 
 func (g *Gateway) handlerFor(listener string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.workers.run(g, listener, w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.workers.run(g, listener, w, r, answer.Answer{}) })
 }

@@ -11,18 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/impulse-agent/impulse-agent/gateway/upstream"
-)
-
-// Reasons of the gateway's answers to gRPC calls (x-impulse-error, and
-// grpc-message to the client).
-const (
-	// reasonGRPCTimeout: the call's grpc-timeout passed at the gateway
-	// (504, DEADLINE_EXCEEDED).
-	reasonGRPCTimeout = "grpc_timeout"
-	// reasonGRPCTimeoutInvalid: a grpc-timeout that is not 1 to 8 digits and
-	// a unit (400, INTERNAL, as grpc-go's server answers it).
-	reasonGRPCTimeoutInvalid = "invalid_grpc_timeout"
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 )
 
 // errGRPCDeadline is the cause of a call's context when its grpc-timeout
@@ -142,31 +131,20 @@ func (c *grpcCall) watch(resp *http.Response) {
 }
 
 // end ends a started gRPC response with trailers carrying the gRPC status of
-// the gateway's answer status (grpcStatusFor) and reason, when that can be
+// the gateway's answer a and its reason, when that can be
 // done cleanly: the response is a gRPC stream, everything forwarded so far
 // ends on a message boundary, and the client speaks HTTP/2 or HTTP/3 (the
 // handler returning sends the trailers, a HEADERS frame, and ends the
 // stream). It reports false otherwise: the caller resets the stream.
-func (c *grpcCall) end(status int, reason string) bool {
+func (c *grpcCall) end(a answer.Answer) bool {
 	if c == nil || c.frames == nil || !c.frames.atBoundary() || c.r.ProtoMajor < 2 {
 		return false
 	}
 	h := c.w.Header()
-	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(grpcStatusFor(status))}
-	h[http.TrailerPrefix+"Grpc-Message"] = []string{url.PathEscape(reason)}
-	h[http.TrailerPrefix+"X-Impulse-Error"] = []string{reason}
+	h[http.TrailerPrefix+"Grpc-Status"] = []string{strconv.Itoa(a.GRPC)}
+	h[http.TrailerPrefix+"Grpc-Message"] = []string{url.PathEscape(a.Reason)}
+	h[http.TrailerPrefix+"X-Impulse-Error"] = []string{a.Reason}
 	return true
-}
-
-// endStream records a failure after the response started and ends it: with
-// gRPC trailers when grpcCall.end can, else by resetting the stream
-// (http.ErrAbortHandler), never a clean end of a truncated body.
-func (rec recorder) endStream(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, status int, reason string) {
-	ended := rec.grpc.end(status, reason)
-	rec.record(up, b, status, reason)
-	if !ended {
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // grpcFrames follows the length-prefixed message framing of a gRPC body

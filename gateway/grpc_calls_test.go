@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -219,8 +220,8 @@ func TestI06GRPCDeadline(t *testing.T) {
 					}
 					resp := c.response()
 					elapsed := time.Since(c.start)
-					if st, msg := c.status(); resp.StatusCode != 200 || st != "4" || msg != reasonGRPCTimeout {
-						t.Fatalf("%d grpc-status %q %q, want 200 Trailers-Only DEADLINE_EXCEEDED %s", resp.StatusCode, st, msg, reasonGRPCTimeout)
+					if st, msg := c.status(); resp.StatusCode != 200 || st != "4" || msg != answer.GRPCTimeout.Reason {
+						t.Fatalf("%d grpc-status %q %q, want 200 Trailers-Only DEADLINE_EXCEEDED %s", resp.StatusCode, st, msg, answer.GRPCTimeout.Reason)
 					}
 					if elapsed < 300*time.Millisecond || elapsed > 5*time.Second {
 						t.Errorf("answered after %v, want the 300ms deadline", elapsed)
@@ -241,8 +242,8 @@ func TestI06GRPCDeadline(t *testing.T) {
 						t.Fatalf("after the first message: %q %v, want the end of the stream (trailers, no reset)", m, err)
 					}
 					elapsed := time.Since(c.start)
-					if st, msg := c.status(); st != "4" || msg != reasonGRPCTimeout {
-						t.Fatalf("trailers grpc-status %q %q, want DEADLINE_EXCEEDED %s", st, msg, reasonGRPCTimeout)
+					if st, msg := c.status(); st != "4" || msg != answer.GRPCTimeout.Reason {
+						t.Fatalf("trailers grpc-status %q %q, want DEADLINE_EXCEEDED %s", st, msg, answer.GRPCTimeout.Reason)
 					}
 					if elapsed < 300*time.Millisecond || elapsed > 5*time.Second {
 						t.Errorf("ended after %v, want the 300ms deadline", elapsed)
@@ -256,8 +257,8 @@ func TestI06GRPCDeadline(t *testing.T) {
 						c := startRawGRPC(t, client, h.base, "/pkg.Svc/Unary", "Grpc-Timeout", v)
 						c.send("x")
 						c.closeSend()
-						if st, msg := c.status(); st != "13" || msg != reasonGRPCTimeoutInvalid {
-							t.Errorf("grpc-timeout %q: grpc-status %q %q, want INTERNAL %s", v, st, msg, reasonGRPCTimeoutInvalid)
+						if st, msg := c.status(); st != "13" || msg != answer.GRPCTimeoutInvalid.Reason {
+							t.Errorf("grpc-timeout %q: grpc-status %q %q, want INTERNAL %s", v, st, msg, answer.GRPCTimeoutInvalid.Reason)
 						}
 					}
 				})
@@ -355,8 +356,8 @@ func TestI06GRPCMessageTooLarge(t *testing.T) {
 			defer cancel()
 			wantExhausted := func(t *testing.T, err error) {
 				t.Helper()
-				if s, _ := status.FromError(err); s.Code() != codes.ResourceExhausted || s.Message() != reasonBodyTooLarge {
-					t.Fatalf("%v, want RESOURCE_EXHAUSTED %s", err, reasonBodyTooLarge)
+				if s, _ := status.FromError(err); s.Code() != codes.ResourceExhausted || s.Message() != answer.BodyTooLarge.Reason {
+					t.Fatalf("%v, want RESOURCE_EXHAUSTED %s", err, answer.BodyTooLarge.Reason)
 				}
 			}
 			t.Run("unary", func(t *testing.T) {
@@ -394,8 +395,8 @@ func TestI06GRPCMessageTooLarge(t *testing.T) {
 				if m, err := c.recv(); err != io.EOF {
 					t.Fatalf("%q %v, want the end of the stream (trailers, no reset)", m, err)
 				}
-				if st, msg := c.status(); st != "8" || msg != reasonBodyTooLarge {
-					t.Fatalf("trailers grpc-status %q %q, want RESOURCE_EXHAUSTED %s", st, msg, reasonBodyTooLarge)
+				if st, msg := c.status(); st != "8" || msg != answer.BodyTooLarge.Reason {
+					t.Fatalf("trailers grpc-status %q %q, want RESOURCE_EXHAUSTED %s", st, msg, answer.BodyTooLarge.Reason)
 				}
 			})
 		})
@@ -423,8 +424,8 @@ func TestI06GRPCIdleStream(t *testing.T) {
 	}
 	start := time.Now()
 	err = cs.RecvMsg(&out) // the client stays silent
-	if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != reasonClientBodyTimeout {
-		t.Fatalf("%v, want DEADLINE_EXCEEDED %s", err, reasonClientBodyTimeout)
+	if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != answer.ClientBodyTimeout.Reason {
+		t.Fatalf("%v, want DEADLINE_EXCEEDED %s", err, answer.ClientBodyTimeout.Reason)
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("ended after %v, before client_body_timeout", d)

@@ -3,14 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
-	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -21,44 +20,45 @@ var errHedgeLost = errors.New("gateway: another try of the request answered firs
 // hedgeTry is one try of a hedged request, run on its own goroutine.
 type hedgeTry struct {
 	try
-	hedge   bool                    // a hedged copy, not the first try or a retry
-	counted bool                    // holds a slot of the retry budget
-	stop    context.CancelCauseFunc // cancels the try's own context
+	stop context.CancelCauseFunc // cancels the try's own context
 }
 
-// hedging is the state of one hedged request (retry.Hedge.Applies).
+// hedging is the state of one hedged request (retry.Hedge.Applies). Only
+// the handler's goroutine touches it; each try's round trip runs on a
+// goroutine of its own and hands its result over results. The request's
+// recorder is passed to its methods, never kept: kept, it would leave the
+// handler's stack for every request (escape analysis).
 type hedging struct {
 	g       *Gateway
-	rec     *recorder
 	r       *http.Request
 	up      *upstream.Upstream
-	ap      *attemptPolicy
+	st      *retry.State
 	base    context.Context
 	results chan *hedgeTry
 	tried   []*upstream.Backend
 	running []*hedgeTry // launched and not yet received from results
 }
 
-// launch starts a try to b on its own goroutine; its result arrives on
-// h.results.
+// launch starts a try to b on its own goroutine, holding the budget slot
+// slot (0: none); its result arrives on h.results.
 //
 // b is acquired (its slot taken within max_requests_per_backend).
-func (h *hedging) launch(b *upstream.Backend, hedge, counted bool) {
-	t := &hedgeTry{try: try{b: b, start: time.Now()}, hedge: hedge, counted: counted}
+func (h *hedging) launch(rec *recorder, b *upstream.Backend, hedge bool, slot retry.Slot) {
+	t := &hedgeTry{try: try{b: b, start: time.Now(), hedge: hedge, slot: slot}}
 	ctx, stop := context.WithCancelCause(h.base)
 	t.stop = stop
 	h.tried = append(h.tried, b)
 	h.running = append(h.running, t)
-	h.rec.attempts++
-	wait, own, cause := tryWait(h.up, &h.ap.retry, b)
-	t.trace = h.rec.startTry(b, h.rec.attempts, hedge)
+	wait, own, cause := tryWait(h.up, h.st.Policy(), b)
+	t.trace = rec.out.Span.StartTry(h.r, b, len(h.tried), hedge)
+	r, results := h.r, h.results // not h: the request's recorder stays on its stack
 	go func() {
-		t.resp, t.ctx, t.cancel, t.err = roundTrip(ctx, h.r, b, nil, wait, own, cause, t.trace)
+		t.resp, t.ctx, t.cancel, t.err = roundTrip(ctx, r, b, nil, wait, own, cause, t.trace)
 		if t.err == nil && t.resp.StatusCode < 200 {
 			t.resp.Body.Close()
 			t.resp, t.err = nil, errSwitchingProtocols
 		}
-		h.results <- t
+		results <- t
 	}()
 }
 
@@ -69,20 +69,27 @@ func (h *hedging) received(t *hedgeTry) {
 
 // end ends a try that is not relayed: a failure (discard) or, when lost, a
 // Neutral outcome whatever it got.
-func (h *hedging) end(t *hedgeTry, lost bool) {
+func (h *hedging) end(rec *recorder, t *hedgeTry, lost bool) {
 	if lost {
 		if t.resp != nil {
 			t.resp.Body.Close()
 		}
 		t.cancel(nil)
 		t.outcome, t.reason = health.Neutral, ""
-		t.done()
+		rec.endTry(&t.try)
 	} else {
-		t.discard(h.rec, nil)
+		t.discard(rec, nil)
 	}
 	t.stop(nil)
-	if t.counted {
-		h.ap.retries.Add(-1)
+	h.st.Release(t.slot)
+}
+
+// find is the retry state's search for a backend not tried yet: it sets
+// *next.
+func (h *hedging) find(next **upstream.Backend) func() bool {
+	return func() bool {
+		*next, _ = h.up.PickExcept(h.r, h.tried)
+		return *next != nil && !slices.Contains(h.tried, *next)
 	}
 }
 
@@ -91,83 +98,71 @@ func (h *hedging) end(t *hedgeTry, lost bool) {
 // another copy goes to another backend, up to hedge.max and within the
 // retry budget; a try that fails as the retry policy covers is retried
 // after a back-off, as proxy does. The first answer wins and the other
-// tries are canceled, their outcome Neutral; when every try failed, the
-// last failure is answered. 1xx responses are not relayed: several tries
-// could send them.
-func (g *Gateway) hedged(rec recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *attemptPolicy, b *upstream.Backend, uc UpstreamConfig) {
+// tries are canceled, their outcome Neutral, and waited for; when every
+// try failed, the last failure is answered. 1xx responses are not
+// relayed: several tries could send them.
+func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, b *upstream.Backend, uc UpstreamConfig) {
 	base := g.withClientCert(r.Context(), rec.listener, r)
 	base, stopDeadline := rec.grpc.withDeadline(base)
 	defer stopDeadline()
 	base, stopRequest := requestDeadline(base, uc.RequestTimeout) // every copy and retry
 	defer stopRequest()
-	h := &hedging{g: g, rec: &rec, r: r, up: up, ap: ap, base: base,
+	st := ap.Start(up)
+	defer st.Close()
+	h := &hedging{g: g, r: r, up: up, st: &st, base: base,
 		results: make(chan *hedgeTry, retry.MaxAttempts+retry.MaxHedges)}
-	p, hp := &ap.retry, ap.hedge
-	h.launch(b, false, false)
-	hedgeTimer := time.NewTimer(hp.Delay)
+	h.launch(rec, b, false, 0)
+	hedgeTimer := time.NewTimer(ap.Hedge().Delay)
 	defer hedgeTimer.Stop()
 	var backoff *time.Timer
 	var backoffC <-chan time.Time
 	var retryTo *upstream.Backend
-	retryCond := retry.Condition(0)
-	tries, hedges := 1, 0
+	var pending retry.Decision // the retry waiting out its back-off
 	var final *hedgeTry
 	doneC := base.Done()
 	for final == nil {
 		select {
 		case t := <-h.results:
 			h.received(t)
-			cond := t.condition(&rec, r, nil, nil)
-			retryable := backoffC == nil && cond != 0 &&
-				p.Retry(retry.Failure{Condition: cond, Method: r.Method, Tries: tries, BodyKept: true})
-			var next *upstream.Backend
-			if retryable {
-				next, _ = up.PickExcept(r, h.tried)
-				retryable = next != nil
+			res := t.result(rec, r, nil, nil, true)
+			d := retry.Decision{Verdict: retry.Stop, Condition: res.Condition()}
+			if backoffC == nil {
+				var next *upstream.Backend
+				d = st.Retry(res, h.find(&next), func() bool { return next.TryAcquire() })
+				retryTo = next
 			}
-			if retryable && !ap.takeRetry(up) {
-				g.metrics.retryBudgetExhausted(up.Name())
-				retryable = false
-			}
-			if retryable && !next.TryAcquire() { // full (max_requests_per_backend)
-				ap.retries.Add(-1)
-				retryable = false
+			if d.Verdict == retry.NoBudget {
+				g.obs.Metrics.RetryBudgetExhausted(up.Name())
 			}
 			switch {
-			case retryable:
-				h.end(t, false)
-				tries++
-				retryTo, retryCond = next, cond
-				backoff = time.NewTimer(p.Wait(tries-1, rand.Uint64()))
+			case d.Verdict == retry.Again:
+				h.end(rec, t, false)
+				pending = d
+				backoff = time.NewTimer(d.Wait)
 				backoffC = backoff.C
 			case len(h.running) == 0 && backoffC == nil,
-				t.err == nil && p.On&cond == 0: // a 5xx in `on` is a failure: a running try may still answer
+				t.err == nil && st.Policy().On&d.Condition == 0: // a 5xx in `on` is a failure: a running try may still answer
 				final = t // the first answer, or the last failure
 			default:
-				h.end(t, false) // failed; other tries go on
+				h.end(rec, t, false) // failed; other tries go on
 			}
 		case <-backoffC:
 			backoffC = nil
-			g.metrics.retry(up.Name(), retryCond.Label())
-			h.launch(retryTo, false, true)
+			g.obs.Metrics.Retry(up.Name(), pending.Condition.Label())
+			h.launch(rec, retryTo, false, pending.Slot)
 		case <-hedgeTimer.C:
-			next, _ := up.PickExcept(r, h.tried)
-			if !hp.Next(hedges) || next == nil || slices.Contains(h.tried, next) {
-				break // no other backend to send a copy to
+			var next *upstream.Backend
+			d := st.Hedge(h.find(&next), func() bool { return next.TryAcquire() })
+			if d.Verdict == retry.NoBudget {
+				g.obs.Metrics.RetryBudgetExhausted(up.Name())
 			}
-			if !ap.takeRetry(up) {
-				g.metrics.retryBudgetExhausted(up.Name())
-				break // spent: no more copies of this request
+			if d.Verdict != retry.Again {
+				break // no other backend to send a copy to, or the budget is spent
 			}
-			if !next.TryAcquire() { // full (max_requests_per_backend)
-				ap.retries.Add(-1)
-				break
-			}
-			hedges++
-			g.metrics.hedge(up.Name(), false)
-			h.launch(next, true, true)
-			if hp.Next(hedges) {
-				hedgeTimer.Reset(hp.Delay)
+			g.obs.Metrics.Hedge(up.Name(), false)
+			h.launch(rec, next, true, d.Slot)
+			if ap.Hedge().Next(st.Hedges()) {
+				hedgeTimer.Reset(ap.Hedge().Delay)
 			}
 		case <-doneC:
 			if len(h.running) > 0 {
@@ -176,44 +171,43 @@ func (g *Gateway) hedged(rec recorder, w http.ResponseWriter, r *http.Request, u
 			}
 			// Waiting out a back-off: nothing to relay.
 			backoff.Stop()
-			retryTo.Done(health.Neutral, "", 0)
-			ap.retries.Add(-1)
-			rec.finish(w, up, nil, transport.StatusClientClosed, transport.ReasonClientCanceled)
+			retryTo.Release()
+			st.Release(pending.Slot)
+			rec.finish(w, up, nil, answer.ClientCanceled)
 			return
 		}
 	}
 	if backoffC != nil { // an answer came during a retry's back-off
 		backoff.Stop()
-		retryTo.Done(health.Neutral, "", 0)
-		ap.retries.Add(-1)
+		retryTo.Release()
+		st.Release(pending.Slot)
 	}
 	h.cancelOthers()
+	defer h.endOthers(rec) // after the relay, before the Outcome
 	if final.hedge && final.err == nil {
-		g.metrics.hedge(up.Name(), true)
+		g.obs.Metrics.Hedge(up.Name(), true)
 	}
+	final.final = true
 	defer func() {
-		final.done()
+		rec.endTry(&final.try)
 		final.stop(nil)
-		if final.counted {
-			ap.retries.Add(-1)
-		}
+		st.Release(final.slot)
 	}()
-	g.relay(&rec, w, r, up, &final.try, nil, nil, uc)
+	g.relay(rec, w, r, up, &final.try, nil, nil, uc)
 }
 
-// cancelOthers cancels the running tries (another answered first) and
-// ends each, Neutral, when its result arrives.
+// cancelOthers cancels the running tries: another answered first.
 func (h *hedging) cancelOthers() {
-	if len(h.running) == 0 {
-		return
-	}
 	for _, t := range h.running {
 		t.stop(errHedgeLost)
 	}
-	n := len(h.running)
-	go func() {
-		for range n {
-			h.end(<-h.results, true)
-		}
-	}()
+}
+
+// endOthers ends each canceled try, Neutral, as its result arrives:
+// canceled, they return at once. The request's Outcome then has them all.
+func (h *hedging) endOthers(rec *recorder) {
+	for range len(h.running) {
+		h.end(rec, <-h.results, true)
+	}
+	h.running = nil
 }

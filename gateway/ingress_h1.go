@@ -4,11 +4,15 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 )
 
 // adaptTCP is the request part of the TCP adapter: what only an HTTP/1.1
 // or HTTP/2 request can carry is settled here, so the pipeline sees what
-// HTTP/3 would give it. It reports false when it answered r itself.
+// HTTP/3 would give it. It returns the answer r gets instead of being
+// forwarded (Status 0: none), which the pipeline gives with the Outcome of
+// any request.
 //
 //   - HTTP/2: differing content-length fields make the request malformed
 //     (RFC 9110 §8.6, RFC 9113 §8.1.1; x/net/http2 uses the first):
@@ -27,23 +31,21 @@ import (
 //     §11.2): a front proxy that framed it by Content-Length has left the
 //     rest on this connection as a smuggled request. Closing after every
 //     chunked request is the only way to close after those.
-func adaptTCP(rec recorder, w http.ResponseWriter, r *http.Request) bool {
+func adaptTCP(w http.ResponseWriter, r *http.Request) answer.Answer {
 	if r.ProtoMajor == 2 {
 		if cl := r.Header["Content-Length"]; len(cl) > 1 && slices.ContainsFunc(cl[1:], func(v string) bool { return v != cl[0] }) {
-			rec.finish(w, nil, nil, http.StatusBadRequest, "client_body_malformed")
-			return false
+			return answer.ClientBodyMalformed
 		}
-		return true
+		return answer.Answer{}
 	}
 	if r.ProtoMajor != 1 {
-		return true
+		return answer.Answer{}
 	}
 	if r.Method != http.MethodConnect && (r.URL.IsAbs() || r.URL.Host != "") { // CONNECT's authority form: 501 in serve
 		scheme := strings.ToLower(r.URL.Scheme)
 		rest, ok := strings.CutPrefix(r.RequestURI[len(scheme):], "://")
 		if (scheme != "http" && scheme != "https") || !ok {
-			rec.finish(w, nil, nil, http.StatusBadRequest, "invalid_path")
-			return false
+			return answer.InvalidPath
 		}
 		target := "/"
 		if i := strings.IndexAny(rest, "/?"); i >= 0 {
@@ -58,5 +60,5 @@ func adaptTCP(rec recorder, w http.ResponseWriter, r *http.Request) bool {
 	if slices.Contains(r.TransferEncoding, "chunked") {
 		w.Header()["Connection"] = []string{"close"}
 	}
-	return true
+	return answer.Answer{}
 }

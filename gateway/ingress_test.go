@@ -14,21 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
 // requestsCountedOver is the request count of one label set for one
 // protocol.
 func requestsCountedOver(g *Gateway, proto, upstream, code, reason string) uint64 {
-	v, ok := g.metrics.requests.Load(requestKey{"test", proto, upstream, code, reason})
-	if !ok {
-		return 0
-	}
-	var n uint64
-	for i := range v.(*requestCount).buckets {
-		n += v.(*requestCount).buckets[i].Load()
-	}
-	return n
+	want := observe.RequestLabels{Listener: "test", Protocol: proto, Upstream: upstream, Code: code, Reason: reason}
+	return g.obs.Metrics.Requests(func(l observe.RequestLabels) bool { return l == want })
 }
 
 // TestPipelineOverEveryProtocol: routing, balancing and the gateway's own

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 )
 
@@ -119,8 +120,8 @@ func TestR08StalledResponseBodyIsCut(t *testing.T) {
 						t.Errorf("client got %d bytes of the 1000 sent", len(got))
 					}
 					eventually(t, 5*time.Second, func() bool { return ejected(h.gw) }, "the stalled backend to be ejected")
-					if n := requestsCountedOver(h.gw, ingress, "u", "2xx", reasonBodyIdleTimeout); n != 1 {
-						t.Errorf("counted %d requests with reason %s, want 1", n, reasonBodyIdleTimeout)
+					if n := requestsCountedOver(h.gw, ingress, "u", "2xx", answer.BodyIdleTimeout.Reason); n != 1 {
+						t.Errorf("counted %d requests with reason %s, want 1", n, answer.BodyIdleTimeout.Reason)
 					}
 				})
 			}
@@ -277,13 +278,13 @@ func TestR05RequestTimeoutBeforeTheResponse(t *testing.T) {
 				start := time.Now()
 				code, reason, err := h.do("GET", "/", nil, 0, nil)
 				took := time.Since(start)
-				if err != nil || code != 504 || reason != reasonRequestTimeout {
-					t.Fatalf("%d %q %v, want 504 %s", code, reason, err, reasonRequestTimeout)
+				if err != nil || code != 504 || reason != answer.RequestTimeout.Reason {
+					t.Fatalf("%d %q %v, want 504 %s", code, reason, err, answer.RequestTimeout.Reason)
 				}
 				if took < request-50*time.Millisecond || took > 5*time.Second {
 					t.Errorf("answered after %v, want about %v", took, request)
 				}
-				if n := requestsCountedOver(h.gw, ingress, "u", "5xx", reasonRequestTimeout); n != 1 {
+				if n := requestsCountedOver(h.gw, ingress, "u", "5xx", answer.RequestTimeout.Reason); n != 1 {
 					t.Errorf("counted %d, want 1", n)
 				}
 				eventually(t, 5*time.Second, func() bool { return ejected(h.gw) }, "the hanging backend to be ejected")
@@ -328,7 +329,7 @@ func TestR05RequestTimeoutCutsALongBody(t *testing.T) {
 					t.Errorf("cut after %v, want about %v", took, request)
 				}
 				// Counted with the status the client got, as a body_idle cut.
-				eventually(t, 5*time.Second, func() bool { return requestsCountedOver(h.gw, ingress, "u", "2xx", reasonRequestTimeout) == 1 },
+				eventually(t, 5*time.Second, func() bool { return requestsCountedOver(h.gw, ingress, "u", "2xx", answer.RequestTimeout.Reason) == 1 },
 					"the request timeout to be counted")
 				if ejected(h.gw) {
 					t.Error("a backend streaming past the request timeout was ejected")
@@ -364,8 +365,8 @@ func TestR05GRPCRequestTimeout(t *testing.T) {
 			}
 		}
 		err = cs.RecvMsg(&out)
-		if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != reasonRequestTimeout {
-			t.Errorf("%s: %v, want DEADLINE_EXCEEDED %s", method, err, reasonRequestTimeout)
+		if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != answer.RequestTimeout.Reason {
+			t.Errorf("%s: %v, want DEADLINE_EXCEEDED %s", method, err, answer.RequestTimeout.Reason)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -115,13 +116,6 @@ func (l Limits) serverSettings() [4]int64 {
 // defaultLimits apply to the listener-less Handler.
 var defaultLimits = Limits{}.resolved()
 
-// Reasons of the answers limits produce (x-impulse-error).
-const (
-	reasonURITooLong        = "uri_too_long"        // 414
-	reasonBodyTooLarge      = "body_too_large"      // 413
-	reasonClientBodyTimeout = "client_body_timeout" // 408
-)
-
 // setListenerLimits publishes the limits of lcs for the pipeline, by
 // listener name.
 func (g *Gateway) setListenerLimits(lcs []ListenerConfig) {
@@ -174,16 +168,16 @@ func isBodyTooLarge(err error) bool {
 	return errors.As(err, &mb)
 }
 
-// bodyLimitAnswer is the status and reason of a body failure that limits
-// caused, or 0.
-func bodyLimitAnswer(failure int32) (int, string) {
+// bodyLimitAnswer is the answer to a body failure that limits caused;
+// false for other failures.
+func bodyLimitAnswer(failure int32) (answer.Answer, bool) {
 	switch failure {
 	case bodyTooLarge:
-		return http.StatusRequestEntityTooLarge, reasonBodyTooLarge
+		return answer.BodyTooLarge, true
 	case bodyTimeout:
-		return http.StatusRequestTimeout, reasonClientBodyTimeout
+		return answer.ClientBodyTimeout, true
 	}
-	return 0, ""
+	return answer.Answer{}, false
 }
 
 // closeConnAfter asks Go's HTTP/1.1 server to close the connection after this

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 )
 
@@ -64,8 +65,8 @@ func TestLimitURITooLong(t *testing.T) {
 		var cb countingBackend
 		h := startHarness(t, ListenerConfig{Limits: Limits{MaxURIBytes: 100}}, proto, cb.start(t))
 		long := "/" + strings.Repeat("a", 60) + "?" + strings.Repeat("q", 60)
-		if code, reason, err := h.do("GET", long, nil, 0, nil); err != nil || code != 414 || reason != reasonURITooLong {
-			t.Errorf("121-byte target: %d %q %v, want 414 %s", code, reason, err, reasonURITooLong)
+		if code, reason, err := h.do("GET", long, nil, 0, nil); err != nil || code != 414 || reason != answer.URITooLong.Reason {
+			t.Errorf("121-byte target: %d %q %v, want 414 %s", code, reason, err, answer.URITooLong.Reason)
 		}
 		if code, _, err := h.do("GET", "/"+strings.Repeat("a", 99), nil, 0, nil); err != nil || code != 200 {
 			t.Errorf("100-byte target: %d %v, want 200", code, err)
@@ -73,7 +74,7 @@ func TestLimitURITooLong(t *testing.T) {
 		if n := cb.hits.Load(); n != 1 {
 			t.Errorf("backend saw %d requests, want 1", n)
 		}
-		if n := requestsCountedOver(h.gw, proto, "", "4xx", reasonURITooLong); n != 1 {
+		if n := requestsCountedOver(h.gw, proto, "", "4xx", answer.URITooLong.Reason); n != 1 {
 			t.Errorf("414s counted: %d", n)
 		}
 	})
@@ -128,7 +129,7 @@ func TestLimitRequestBody(t *testing.T) {
 		} {
 			before := cb.hits.Load()
 			code, reason, err := h.do("POST", c.path, body(c.n), int64(c.n), nil)
-			if err != nil || code != c.status || (c.status == 413 && reason != reasonBodyTooLarge) {
+			if err != nil || code != c.status || (c.status == 413 && reason != answer.BodyTooLarge.Reason) {
 				t.Errorf("%s with Content-Length %d: %d %q %v, want %d", c.path, c.n, code, reason, err, c.status)
 			}
 			if c.status == 413 && cb.hits.Load() != before {
@@ -140,8 +141,8 @@ func TestLimitRequestBody(t *testing.T) {
 		// or, having sent more than the gateway read, an error.
 		cb.maxBody.Store(0)
 		code, reason, err := h.do("POST", "/", io.MultiReader(body(3000)), -1, nil)
-		if err == nil && (code != 413 || reason != reasonBodyTooLarge) {
-			t.Errorf("3000-byte stream: %d %q, want 413 %s", code, reason, reasonBodyTooLarge)
+		if err == nil && (code != 413 || reason != answer.BodyTooLarge.Reason) {
+			t.Errorf("3000-byte stream: %d %q, want 413 %s", code, reason, answer.BodyTooLarge.Reason)
 		}
 		if n := cb.maxBody.Load(); n > 1000 {
 			t.Errorf("the backend got %d bytes of a body limited to 1000", n)
@@ -195,11 +196,11 @@ func TestLimitClientBodyTimeout(t *testing.T) {
 			sb := newStalledBody("hello")
 			code, reason, err := h.do("POST", "/", sb, length, nil)
 			sb.Close()
-			if err == nil && (code != 408 || reason != reasonClientBodyTimeout) {
-				t.Errorf("stalled body (length %d): %d %q, want 408 %s", length, code, reason, reasonClientBodyTimeout)
+			if err == nil && (code != 408 || reason != answer.ClientBodyTimeout.Reason) {
+				t.Errorf("stalled body (length %d): %d %q, want 408 %s", length, code, reason, answer.ClientBodyTimeout.Reason)
 			}
 		}
-		if n := requestsCountedOver(h.gw, proto, "u", "4xx", reasonClientBodyTimeout); n != 2 {
+		if n := requestsCountedOver(h.gw, proto, "u", "4xx", answer.ClientBodyTimeout.Reason); n != 2 {
 			t.Errorf("408s counted: %d, want 2", n)
 		}
 		for _, bi := range h.gw.Backends() {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 )
 
 // listener is one configured listener: an HTTP/3 ingress on a UDP socket
@@ -28,7 +30,6 @@ type listener struct {
 	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
 	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
-	handler http.Handler
 
 	quic *quicIngress // nil when h3 is off
 	tcp  *tcpIngress  // nil when h1 and h2 are off
@@ -168,7 +169,6 @@ func (g *Gateway) startListener(lc ListenerConfig) (*listener, error) {
 	}
 	lim := lc.Limits.resolved()
 	l := &listener{name: lc.Name, addr: lc.Address, g: g, conns: newConnLimiter(lim.MaxConnections)}
-	l.handler = l.counted(g.handlerFor(lc.Name))
 	udp, tcp, err := bindPair(lc.Address, p.h3, p.tcp())
 	if err != nil {
 		return nil, &ListenerError{Name: lc.Name, Err: err}
@@ -552,13 +552,12 @@ func (g *Gateway) Protocols() map[string][]string {
 // by then. A variable for tests.
 var drainQuiet = time.Second
 
-// counted wraps h to count the requests being handled.
-func (l *listener) counted(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l.active.Add(1)
-		defer l.active.Add(-1)
-		h.ServeHTTP(w, r)
-	})
+// serve hands r to the pipeline, counted among the requests being
+// handled; refused is the adapter's answer to it (Status 0: none).
+func (l *listener) serve(w http.ResponseWriter, r *http.Request, refused answer.Answer) {
+	l.active.Add(1)
+	defer l.active.Add(-1)
+	l.g.workers.run(l.g, l.name, w, r, refused)
 }
 
 // Close stops every listener at once: open connections are closed (QUIC
@@ -575,5 +574,5 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	closeAll(ls)
 	g.drains.forceAll()
-	g.closeAccessLog(time.Second) // the process exits next: what it holds, quickly
+	g.obs.Access.Close(time.Second) // the process exits next: what it holds, quickly
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 )
 
 // quicIngress is a listener's HTTP/3 side: a UDP socket owned by the
@@ -54,7 +56,7 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 			if c, _ := r.Context().Value(quicConnKey{}).(*quic.Conn); c != nil && !handshakeDone(c) {
 				r = withEarlyData(r)
 			}
-			l.handler.ServeHTTP(w, r)
+			l.serve(w, r, answer.Answer{})
 		}),
 		MaxHeaderBytes: lim.MaxHeaderBytes,
 		// HTTP/3-level idleness: no request stream open for this long
@@ -63,11 +65,11 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 		Logger:      g.qlog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
 			q.handshakeAccepted(ctx, c)
-			g.metrics.connDelta(false, l.name, 1)
+			g.obs.Metrics.ConnDelta(false, l.name, 1)
 			q.conns.Store(c, struct{}{})
 			context.AfterFunc(c.Context(), func() {
 				q.conns.Delete(c)
-				g.metrics.connDelta(false, l.name, -1)
+				g.obs.Metrics.ConnDelta(false, l.name, -1)
 			})
 			return context.WithValue(context.WithValue(ctx, quicConnKey{}, c), tunnelsKey{}, &l.tunnels)
 		},
@@ -87,7 +89,7 @@ func (l *listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 	if err != nil {
 		return nil, err
 	}
-	g.metrics.connDelta(false, l.name, 0) // the listener's series exists from the start
+	g.obs.Metrics.ConnDelta(false, l.name, 0) // the listener's series exists from the start
 	go func() {
 		defer close(q.done)
 		if err := q.server.ServeListener(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -31,7 +30,7 @@ var errNoHTTP2 = errors.New("client does not offer h2 and this listener does not
 // with the server settings of lim (resolved).
 func (l *listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim, server: l.tcpServer(lim)}
-	l.g.metrics.connDelta(true, l.name, 0)
+	l.g.obs.Metrics.ConnDelta(true, l.name, 0)
 	go func() {
 		defer close(t.done)
 		if err := t.server.ServeTLS(newLimitListener(ln, l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -63,10 +62,7 @@ func (l *listener) tcpServer(lim Limits) *http.Server {
 				// response. Idle ones go at idle_timeout.
 				w.Header()["Connection"] = []string{"close"}
 			}
-			if !adaptTCP(recorder{g: g, listener: l.name, r: r, start: time.Now(), requestID: requestIDOf(r)}, w, r) {
-				return
-			}
-			l.handler.ServeHTTP(w, r)
+			l.serve(w, r, adaptTCP(w, r))
 		}),
 		TLSConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,
@@ -100,9 +96,9 @@ func (l *listener) tcpServer(lim Limits) *http.Server {
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			switch s {
 			case http.StateNew:
-				g.metrics.connDelta(true, l.name, 1)
+				g.obs.Metrics.ConnDelta(true, l.name, 1)
 			case http.StateClosed, http.StateHijacked:
-				g.metrics.connDelta(true, l.name, -1)
+				g.obs.Metrics.ConnDelta(true, l.name, -1)
 			}
 		},
 	}

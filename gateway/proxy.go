@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -51,7 +52,7 @@ func removeHopHeaders(h http.Header) {
 // forwarded or hook asks for the end-of-body signal (a timer of the try's
 // own). Header values are shared with r, not copied (neither side modifies
 // them): this is the hot path. tt is the try's trace (nil: not traced).
-func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool, tt *tryTrace) (*http.Request, *trailerBody) {
+func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, hook bool, tt *observe.TryTrace) (*http.Request, *trailerBody) {
 	h := make(http.Header, len(r.Header)+3)
 	for k, v := range r.Header {
 		h[k] = v
@@ -122,7 +123,7 @@ func outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cli
 		out.Header["X-Forwarded-Host"] = []string{r.Host}
 	}
 	setClientCert(ctx, out.Header, r) // clientcert.go
-	tt.setFields(out.Header)          // traceparent, tracestate (tracing.go)
+	tt.SetFields(out.Header)          // traceparent, tracestate
 	return out, tb
 }
 
@@ -188,11 +189,11 @@ func (t *trailerBody) again(rb *replayBody) func() (io.ReadCloser, error) {
 // errPerTryTimeout which wraps it). The returned context carries the cause
 // when that timer fired; the caller must call cancel once the response body
 // is done. tt is the try's trace (nil: not traced).
-func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error, tt *tryTrace) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *clientBody, wait time.Duration, own bool, cause error, tt *observe.TryTrace) (*http.Response, context.Context, context.CancelCauseFunc, error) {
 	if !own || wait <= 0 {
 		out, _ := outgoing(ctx, r, b, cb, false, tt)
 		resp, err := b.Transport.RoundTrip(out)
-		tt.roundTripped()
+		tt.RoundTripped()
 		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -216,7 +217,7 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *cl
 		body.onEOF = startTimer
 	}
 	resp, err := b.Transport.RoundTrip(out)
-	tt.roundTripped()
+	tt.RoundTripped()
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()

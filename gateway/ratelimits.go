@@ -6,15 +6,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/go-metrics"
-
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
-
-// reasonRateLimited is the x-impulse-error of a 429 (RFC 6585 §4).
-const reasonRateLimited = "rate_limited"
 
 // Scopes of a rate limit, the scope label of impulse_rate_limited.
 const (
@@ -84,7 +80,7 @@ func (g *Gateway) listenerRateLimiters(lcs []ListenerConfig) (rateLimiters, erro
 // refusal; the concurrency limits). A request the listener's limit admitted
 // has spent that token even if the upstream's then refuses it: the
 // listener's limit counts what a client sends to the listener.
-func (g *Gateway) admitRate(rec recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream]) bool {
+func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream]) bool {
 	var ll *ratelimit.Limiter
 	if p := g.listenerRates.Load(); p != nil {
 		ll = (*p)[rec.listener]
@@ -106,9 +102,9 @@ func (g *Gateway) admitRate(rec recorder, w http.ResponseWriter, r *http.Request
 	if ok {
 		return true
 	}
-	g.metrics.rateLimited(rec.listener, rt.Target.Name(), scope)
+	g.obs.Metrics.RateLimited(rec.listener, rt.Target.Name(), scope)
 	w.Header()["Retry-After"] = []string{retryAfterSeconds(wait)}
-	rec.finish(w, rt.Target, nil, http.StatusTooManyRequests, reasonRateLimited)
+	rec.finish(w, rt.Target, nil, answer.RateLimited)
 	return false
 }
 
@@ -117,47 +113,4 @@ func (g *Gateway) admitRate(rec recorder, w http.ResponseWriter, r *http.Request
 func retryAfterSeconds(d time.Duration) string {
 	s := max((d+time.Second-1)/time.Second, 1)
 	return strconv.FormatInt(int64(s), 10)
-}
-
-// metricRateLimited counts requests refused by a rate limit, by listener,
-// upstream (the routed one) and scope (whose limit refused: listener or
-// upstream).
-var metricRateLimited = []string{"rate", "limited"}
-
-// rateLimitedKey is one impulse_rate_limited series.
-type rateLimitedKey struct{ listener, upstream, scope string }
-
-// rateLimitedCount is one series' count, the part flushed, and when it was
-// last handed to go-metrics (flushMu guards touched).
-type rateLimitedCount = flushedCount
-
-// rateLimited counts one refusal: one atomic add, as request does, so a
-// flood of refused requests costs little.
-func (gm *gatewayMetrics) rateLimited(listener, upstream, scope string) {
-	key := rateLimitedKey{listener, upstream, scope}
-	c, ok := gm.rateLimits.Load(key)
-	if !ok {
-		c, _ = gm.rateLimits.LoadOrStore(key, new(rateLimitedCount))
-	}
-	c.(*rateLimitedCount).n.Add(1)
-}
-
-// flushRateLimited hands the refusals since the last flush to go-metrics,
-// keeping idle series of live upstreams alive and forgetting those of
-// removed ones as flush does. flushMu is held.
-func (gm *gatewayMetrics) flushRateLimited(now time.Time, live func(upstream string) bool) {
-	gm.rateLimits.Range(func(k, v any) bool {
-		key, c := k.(rateLimitedKey), v.(*rateLimitedCount)
-		d, emit, forget := c.due(now, live(key.upstream))
-		if forget {
-			gm.rateLimits.Delete(k)
-		}
-		if !emit {
-			return true
-		}
-		gm.m.IncrCounterWithLabels(metricRateLimited, float32(d), []metrics.Label{
-			{Name: "listener", Value: key.listener}, {Name: "upstream", Value: key.upstream}, {Name: "scope", Value: key.scope},
-		})
-		return true
-	})
 }

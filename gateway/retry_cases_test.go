@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -32,12 +33,8 @@ func retryOn(attempts int, on ...retry.Condition) retry.Policy {
 }
 
 // counted is the value of one retry or hedge counter of g.
-func counted(g *Gateway, metric uint8, upstream, reason string) uint64 {
-	v, ok := g.metrics.attemptCounts.Load(attemptKey{metric, upstream, reason})
-	if !ok {
-		return 0
-	}
-	return v.(*attemptCount).n.Load()
+func counted(g *Gateway, c observe.AttemptCounter, upstream, reason string) uint64 {
+	return g.obs.Metrics.Attempts(c, upstream, reason)
 }
 
 // closedPort is a backend spec whose port refuses connections.
@@ -169,7 +166,7 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 						closed = &bi
 					}
 				}
-				retries := counted(h.gw, countRetry, "u", "connect-failure")
+				retries := counted(h.gw, observe.Retried, "u", "connect-failure")
 				if closed == nil || retries == 0 || retries != closed.Requests {
 					t.Fatalf("retries counted %d; the closed backend was tried %+v: want one retry per try there", retries, closed)
 				}
@@ -198,7 +195,7 @@ func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
 					i, bad1.of("GET "+id), bad2.of("GET "+id), good.of("GET "+id))
 			}
 		}
-		if got, want := counted(h.gw, countRetry, "u", "reset"), uint64(bad1.total.Load()+bad2.total.Load()); got != want {
+		if got, want := counted(h.gw, observe.Retried, "u", "reset"), uint64(bad1.total.Load()+bad2.total.Load()); got != want {
 			t.Errorf("impulse_retries{reason=reset} = %d, want %d (one per failed try)", got, want)
 		}
 	})
@@ -308,8 +305,8 @@ func TestR04RetryStormIsBounded(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	received := bad.total.Load()
-	retries := counted(h.gw, countRetry, "u", "reset")
-	exhausted := counted(h.gw, countBudgetExhausted, "u", "")
+	retries := counted(h.gw, observe.Retried, "u", "reset")
+	exhausted := counted(h.gw, observe.BudgetExhausted, "u", "")
 	t.Logf("%d requests in %v: backends received %d, retries %d, budget exhausted %d", requests, elapsed, received, retries, exhausted)
 	if ok.Load() != requests {
 		t.Errorf("%d of %d requests answered 502", ok.Load(), requests)
@@ -376,7 +373,7 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 			t.Fatal("no first try went to the slow backend")
 		}
 		eventually(t, 5*time.Second, func() bool { return slow.canceled.Load() == slowGets }, "the slow tries canceled")
-		if sent, won := counted(h.gw, countHedge, "u", ""), counted(h.gw, countHedgeWon, "u", ""); sent != uint64(slowGets) || won != sent {
+		if sent, won := counted(h.gw, observe.Hedged, "u", ""), counted(h.gw, observe.HedgeWon, "u", ""); sent != uint64(slowGets) || won != sent {
 			t.Errorf("hedges sent %d, won %d; want %d each", sent, won, slowGets)
 		}
 		if fast.total.Load() != n {
@@ -415,11 +412,11 @@ func TestHedgesCountAgainstTheBudget(t *testing.T) {
 			t.Fatalf("GET: %d", code)
 		}
 	}
-	if slow.hits.total.Load() != 3 || counted(h.gw, countHedge, "u", "") != 0 {
-		t.Errorf("%d tries, %d hedges, with no budget", slow.hits.total.Load(), counted(h.gw, countHedge, "u", ""))
+	if slow.hits.total.Load() != 3 || counted(h.gw, observe.Hedged, "u", "") != 0 {
+		t.Errorf("%d tries, %d hedges, with no budget", slow.hits.total.Load(), counted(h.gw, observe.Hedged, "u", ""))
 	}
-	if counted(h.gw, countBudgetExhausted, "u", "") != 3 {
-		t.Errorf("budget exhausted counted %d, want 3", counted(h.gw, countBudgetExhausted, "u", ""))
+	if counted(h.gw, observe.BudgetExhausted, "u", "") != 3 {
+		t.Errorf("budget exhausted counted %d, want 3", counted(h.gw, observe.BudgetExhausted, "u", ""))
 	}
 }
 
@@ -475,7 +472,7 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 	uc.Static = append(uc.Static, closedPort(t, "closed", "http"))
 	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 	h := newHarness(t, uc)
-	for i := 0; counted(h.gw, countRetry, "u", "connect-failure") == 0; i++ {
+	for i := 0; counted(h.gw, observe.Retried, "u", "connect-failure") == 0; i++ {
 		if i == 20 {
 			t.Fatal("no request went to the closed backend first")
 		}

@@ -61,8 +61,8 @@ func (g *Gateway) upstreamLoad(t *table, name string, info *UpstreamInfo) {
 	if l := t.limiters[name]; l != nil {
 		info.InFlight, info.Queue, info.MaxRequests = l.InFlight(), l.Waiting(), l.Limits().Max
 	}
-	if m := g.traffic.Load(); m != nil && (*m)[name] != nil {
-		info.Responses = (*m)[name].Load()
+	if c := g.obs.Traffic.Of(name); c != nil {
+		info.Responses = c.Load()
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -33,15 +31,6 @@ func validRequestTarget(t string) bool {
 	}
 	return true
 }
-
-// reasonInvalidAuthority: the :authority (or Host) is not a host[:port]
-// that can be forwarded unchanged; the request is malformed.
-const reasonInvalidAuthority = "invalid_authority"
-
-// reasonInvalidMethod: the :method is not a token (RFC 9110 §9.1), an
-// invalid pseudo-header value: the request is malformed (RFC 9113 §8.1.1,
-// RFC 9114 §4.1.2).
-const reasonInvalidMethod = "invalid_method"
 
 // validAuthority reports whether host, the request's :authority or Host,
 // may be routed and forwarded: empty (an in-process request), or
@@ -164,19 +153,4 @@ func sentPath(raw string) string {
 		return raw
 	}
 	return string(b)
-}
-
-// malformed answers a malformed request (RFC 9114 §4.1.2) with a stream
-// error of type H3_MESSAGE_ERROR on HTTP/3, a 400 elsewhere, and counts it
-// as a 400 with reason.
-func (rec recorder) malformed(w http.ResponseWriter, reason string) {
-	if hs, ok := w.(http3.HTTPStreamer); ok {
-		if str, err := hs.HTTPStream(); err == nil {
-			rec.record(nil, nil, http.StatusBadRequest, reason)
-			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeMessageError))
-			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeMessageError))
-			return
-		}
-	}
-	rec.finish(w, nil, nil, http.StatusBadRequest, reason)
 }

@@ -30,16 +30,6 @@ import (
 // DefaultBodyIdleTimeout is UpstreamConfig.BodyIdleTimeout when zero.
 const DefaultBodyIdleTimeout = 60 * time.Second
 
-// Reasons of the ladder's outcomes (x-impulse-error, metrics, access log).
-const (
-	// reasonBodyIdleTimeout: the backend sent no response body bytes for
-	// body_idle; the stream was reset and the backend blamed.
-	reasonBodyIdleTimeout = "backend_body_idle_timeout"
-	// reasonRequestTimeout: the exchange outlived the upstream's request
-	// timeout: 504 before the response started, a reset after.
-	reasonRequestTimeout = "request_timeout"
-)
-
 var (
 	// errBodyIdleTimeout: a read of a backend's response body waited longer
 	// than body_idle.

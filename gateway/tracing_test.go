@@ -146,8 +146,8 @@ func spansOf(t *testing.T, exp *tracetest.InMemoryExporter) (server tracetest.Sp
 	}
 	for i := 1; i < len(clients); i++ {
 		for j := i; j > 0; j-- {
-			a, _ := attrOf(clients[j-1], attrAttempt)
-			b, _ := attrOf(clients[j], attrAttempt)
+			a, _ := attrOf(clients[j-1], attribute.Key("impulse.attempt"))
+			b, _ := attrOf(clients[j], attribute.Key("impulse.attempt"))
 			if a.AsInt64() > b.AsInt64() {
 				clients[j-1], clients[j] = clients[j], clients[j-1]
 			}
@@ -415,31 +415,6 @@ func TestTracingApplySwitchesProvider(t *testing.T) {
 	}
 	if parents, _ := be.seen(); parents[2] != "" {
 		t.Errorf("tracing off still sent traceparent %q", parents[2])
-	}
-}
-
-// TestTracingTraceID: the recorder carries the request's trace ID (the
-// client's trace when it sent one) for the access log, "" when tracing is
-// off.
-func TestTracingTraceID(t *testing.T) {
-	tp, _ := newTestTracing(t)
-	g, err := New(Config{TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Shutdown(context.Background())
-	r := httptest.NewRequest(http.MethodGet, "https://example.com/", nil)
-	r.Header.Set("Traceparent", notSampledParent)
-	rec := recorder{g: g, r: r, start: time.Now()}
-	rec.startSpan()
-	if rec.traceID != clientTraceID {
-		t.Errorf("traceID %q, want %q", rec.traceID, clientTraceID)
-	}
-	g.setTracerProvider(nil)
-	off := recorder{g: g, r: r, start: time.Now()}
-	off.startSpan()
-	if off.traceID != "" || off.span != nil {
-		t.Errorf("tracing off: traceID %q", off.traceID)
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
@@ -41,16 +42,16 @@ const tunnelLinger = 10 * time.Second
 // the backend's 101 does not switch to the protocol asked for, or an
 // extended CONNECT got a 2xx that is not a switch (upgrade_refused). A
 // backend that refuses the upgrade with its own answer gets it relayed.
-func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest, ap *attemptPolicy) {
+func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnelRequest, ap *retry.Settings) {
 	up := rt.Target
 	if !upgradeAllowed(rt.Upgrades, tr.token) {
-		rec.finish(w, up, nil, http.StatusForbidden, reasonUpgradeNotAllowed)
+		rec.finish(w, up, nil, answer.UpgradeNotAllowed)
 		return
 	}
 	ws := tr.token == ProtocolWebSocket
 	if ws && !validWebSocketRequest(r, tr.extended) {
 		w.Header()["Sec-Websocket-Version"] = []string{webSocketVersion}
-		rec.finish(w, up, nil, http.StatusBadRequest, reasonWebSocketHandshake)
+		rec.finish(w, up, nil, answer.WebSocketHandshake)
 		return
 	}
 	held, ok := g.admit(rec, w, up) // the same concurrency limits as any request
@@ -62,120 +63,109 @@ func (g *Gateway) serveTunnel(rec recorder, w http.ResponseWriter, r *http.Reque
 	if b == nil {
 		return
 	}
-	outcome, failReason := health.Neutral, ""
-	defer func() { b.Done(outcome, failReason, time.Since(rec.start)) }()
 	if b.Scheme != transport.SchemeHTTP {
 		// An HTTP/2 backend would need an extended CONNECT of its own,
 		// which the backend must have announced: not done.
-		rec.finish(w, up, b, http.StatusNotImplemented, reasonUpgradeBackend)
+		b.Release()
+		rec.finish(w, up, b, answer.UpgradeBackend)
 		return
 	}
+	st := ap.Start(up)
+	defer st.Close()
+	t := try{b: b, start: rec.out.Start, final: true}
+	defer func() { rec.endTry(&t) }() // the handshake's try, when the tunnel is over
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	tt := rec.startTry(b, 1, false) // the handshake's client span (tracing.go)
-	out, key := tunnelOutgoing(ctx, r, b, tr, tt)
-	rec.attempts = 1
-	resp, err := b.Transport.RoundTrip(out)
 	tried := []*upstream.Backend{b}
-	for n := 1; err != nil && transport.IsConnectFailure(err) && ctx.Err() == nil; n++ {
-		// The backend never saw the handshake: another may take it, as
-		// any request's connect-failure retry (attempts.go).
-		next := g.tunnelRetry(r, up, ap, tried, n)
-		if next == nil {
+	var key string
+	for n := 1; ; n++ {
+		t.ctx = ctx
+		t.trace = rec.out.Span.StartTry(r, t.b, n, false) // the handshake's client span
+		var out *http.Request
+		out, key = tunnelOutgoing(ctx, r, t.b, tr, t.trace)
+		t.resp, t.err = t.b.Transport.RoundTrip(out)
+		t.trace.RoundTripped()
+		t.trace.EndAtAnswer() // the handshake's span, not the tunnel's life
+		st.Release(t.slot)    // a handshake retry holds its slot while it is sent
+		if t.err == nil || !transport.IsConnectFailure(t.err) || ctx.Err() != nil {
 			break
 		}
-		b.Done(health.Failure, transport.ReasonConnect, time.Since(rec.start))
-		tt.endTunnel(nil, transport.ReasonConnect)
-		b = next
-		tried = append(tried, b)
-		rec.attempts = n + 1
-		tt = rec.startTry(b, n+1, false)
-		out, key = tunnelOutgoing(ctx, r, b, tr, tt)
-		resp, err = b.Transport.RoundTrip(out)
-		ap.retries.Add(-1)
-	}
-	if err != nil {
-		status, reason := transport.Classify(ctx, err)
-		tt.endTunnel(nil, reason)
-		if status != transport.StatusClientClosed && reason != transport.ReasonInvalidRequest {
-			outcome, failReason = health.Failure, reason
+		// The backend never saw the handshake: another may take it, as
+		// any request's connect-failure retry (attempts.go).
+		var next *upstream.Backend
+		d := st.Retry(retry.Result{Failure: retry.ConnectFailure, Method: http.MethodGet, BodyKept: true},
+			func() bool { next, _ = up.PickExcept(r, tried); return next != nil },
+			func() bool { return next.TryAcquire() })
+		if d.Verdict == retry.NoBudget {
+			g.obs.Metrics.RetryBudgetExhausted(up.Name())
 		}
-		rec.finish(w, up, b, status, reason)
+		if d.Verdict != retry.Again {
+			break
+		}
+		g.obs.Metrics.Retry(up.Name(), retry.ConnectFailure.Label())
+		t.final, t.outcome, t.reason, t.status = false, health.Failure, transport.ReasonConnect, http.StatusBadGateway
+		rec.endTry(&t)
+		t = try{b: next, start: time.Now(), final: true, slot: d.Slot}
+		tried = append(tried, next)
+	}
+	if t.err != nil {
+		a := answer.ForFailure(transport.Classify(ctx, t.err))
+		t.reason, t.status = a.Reason, a.Status
+		if a.Backend {
+			t.outcome = health.Failure
+		}
+		rec.finish(w, up, t.b, a)
 		return
 	}
-	tt.endTunnel(resp, "")
+	resp := t.resp
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		if tr.extended && resp.StatusCode < 300 {
 			// The client would take a 2xx for an open tunnel.
-			outcome, failReason = health.Failure, reasonUpgradeRefused
-			rec.finish(w, up, b, http.StatusBadGateway, reasonUpgradeRefused)
+			t.outcome, t.reason = health.Failure, answer.UpgradeRefused.Reason
+			rec.finish(w, up, t.b, answer.UpgradeRefused)
 			return
 		}
-		outcome = health.Success
+		t.outcome = health.Success
 		if resp.StatusCode >= 500 {
-			outcome, failReason = health.Failure, "status "+resp.Status
+			t.outcome, t.reason = health.Failure, "status "+resp.Status
 		}
 		rec.setRequestID(resp.Header)
 		var cerr error
-		if rec.bytesOut, _, cerr = copyResponse(w, resp, r.ProtoMajor); cerr != nil {
-			rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+		if rec.out.BytesOut, _, cerr = copyResponse(w, resp, r.ProtoMajor); cerr != nil {
+			rec.result(up, t.b, answer.ClientCanceled.Status, answer.ClientCanceled.Reason)
 			return
 		}
-		rec.record(up, b, resp.StatusCode, "")
+		rec.result(up, t.b, resp.StatusCode, "")
 		return
 	}
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || !switched(resp, tr, key) {
 		resp.Body.Close()
-		outcome, failReason = health.Failure, transport.ReasonInvalidResponse
-		rec.finish(w, up, b, http.StatusBadGateway, transport.ReasonInvalidResponse)
+		t.outcome, t.reason = health.Failure, answer.InvalidResponse.Reason
+		rec.finish(w, up, t.b, answer.InvalidResponse)
 		return
 	}
-	t := &tunnel{g: g, ws: ws, backend: backend, body: r.Body, proto: protocolOf(r)}
+	tun := &tunnel{g: g, ws: ws, backend: backend, body: r.Body, proto: protocolOf(r)}
 	rec.setRequestID(resp.Header) // answer copies it: the 101 or 200 carries the gateway's ID
-	status, err := t.answer(w, r, resp, tr)
+	status, err := tun.answer(w, r, resp, tr)
 	if err != nil {
 		backend.Close()
-		rec.record(up, b, transport.StatusClientClosed, transport.ReasonClientCanceled)
+		rec.result(up, t.b, answer.ClientCanceled.Status, answer.ClientCanceled.Reason)
 		if r.ProtoMajor != 1 {
 			panic(http.ErrAbortHandler)
 		}
 		return
 	}
-	outcome = health.Success
-	rec.tunnel = t // its access-log line waits for its end
-	rec.record(up, b, status, "")
-	t.key = tunnelKey{listener: rec.listener, upstream: up.Name(), upgrade: tr.token}
-	t.toBackend.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), true})
-	t.toClient.bytes = g.metrics.tunnelBytes(tunnelBytesKey{rec.listener, up.Name(), false})
-	clean := t.run(tunnelsOf(r.Context()))
-	t.logAccessEnd() // accesslog.go
-	if !clean {
+	t.outcome = health.Success
+	rec.tunnel = tun // the Outcome reports its bytes and lifetime
+	rec.result(up, t.b, status, "")
+	tun.key = observe.TunnelKey{Listener: rec.listener, Upstream: up.Name(), Upgrade: tr.token}
+	tun.toBackend.bytes = g.obs.Metrics.TunnelByteCounter(rec.listener, up.Name(), true)
+	tun.toClient.bytes = g.obs.Metrics.TunnelByteCounter(rec.listener, up.Name(), false)
+	if !tun.run(tunnelsOf(r.Context())) {
 		panic(http.ErrAbortHandler) // HTTP/2, HTTP/3: a reset, never a clean end of a broken tunnel
 	}
-}
-
-// tunnelRetry picks and acquires the backend for retry n of a tunnel
-// handshake that failed to connect to b, within up's retry policy (attempts,
-// connect-failure in on, the budget, counted as a retry), never one of
-// tried; nil when none may follow. The caller gives the budget back once
-// the try is sent.
-func (g *Gateway) tunnelRetry(r *http.Request, up *upstream.Upstream, ap *attemptPolicy, tried []*upstream.Backend, n int) *upstream.Backend {
-	if !ap.retry.Retry(retry.Failure{Condition: retry.ConnectFailure, Method: http.MethodGet, Tries: n, BodyKept: true}) {
-		return nil
-	}
-	next, _ := up.PickExcept(r, tried)
-	if next == nil || !next.TryAcquire() {
-		return nil
-	}
-	if !ap.takeRetry(up) {
-		next.Done(health.Neutral, "", 0)
-		g.metrics.retryBudgetExhausted(up.Name())
-		return nil
-	}
-	g.metrics.retry(up.Name(), retry.ConnectFailure.Label())
-	return next
 }
 
 // tunnelOutgoing builds the backend's handshake request for r: a GET with
@@ -183,7 +173,7 @@ func (g *Gateway) tunnelRetry(r *http.Request, up *upstream.Upstream, ap *attemp
 // "Connection: Upgrade" with the protocol asked for. key is the
 // Sec-WebSocket-Key the gateway made up for an extended CONNECT's
 // WebSocket, "" otherwise. tt is the handshake's trace (nil: none).
-func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest, tt *tryTrace) (*http.Request, string) {
+func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, tr tunnelRequest, tt *observe.TryTrace) (*http.Request, string) {
 	delete(r.Header, ":protocol")
 	out, _ := outgoing(ctx, r, b, nil, false, tt)
 	out.Method = http.MethodGet
@@ -208,7 +198,7 @@ func tunnelOutgoing(ctx context.Context, r *http.Request, b *upstream.Backend, t
 type tunnel struct {
 	g       *Gateway
 	ws      bool
-	key     tunnelKey
+	key     observe.TunnelKey
 	proto   string // the client's protocol: h1, h2 or h3
 	backend io.ReadWriteCloser
 	body    io.ReadCloser // the request body: the client's bytes over HTTP/2 and HTTP/3
@@ -219,8 +209,6 @@ type tunnel struct {
 	toClient, toBackend tunnelWriter
 	drained             atomic.Bool   // a drain closed it (tunnelSet.closeAll)
 	hard                chan struct{} // closed when a drain's grace is over
-
-	access *accesslog.Entry // its access-log line, written at its end (nil: log off)
 
 	mu     sync.Mutex // guards what follows: the drain's and linger's timers against the end
 	ended  bool
@@ -303,8 +291,8 @@ func (t *tunnel) setup() {
 // connection is reset here; over HTTP/2 and HTTP/3 the caller resets the
 // stream.
 func (t *tunnel) run(set *tunnelSet) bool {
-	t.g.metrics.tunnelDelta(t.key, 1)
-	defer t.g.metrics.tunnelDelta(t.key, -1)
+	t.g.obs.Metrics.TunnelDelta(t.key, 1)
+	defer t.g.obs.Metrics.TunnelDelta(t.key, -1)
 	if set != nil {
 		set.add(t)
 		defer set.remove(t)
@@ -469,7 +457,7 @@ type tunnelWriter struct {
 	flush  func() error // HTTP/2, HTTP/3: each write goes out at once
 	frames *wsFrames    // nil: not WebSocket
 	closed bool         // the gateway's close frame went out
-	bytes  *[2]atomic.Uint64
+	bytes  *observe.TunnelBytes
 	sent   atomic.Int64 // bytes written this way, for the access log
 }
 
@@ -506,9 +494,7 @@ func (tw *tunnelWriter) write(p []byte) error {
 	if tw.frames != nil {
 		tw.frames.feed(p[:n])
 	}
-	if tw.bytes != nil {
-		tw.bytes[0].Add(uint64(n))
-	}
+	tw.bytes.Add(n)
 	tw.sent.Add(int64(n))
 	if err == nil && tw.flush != nil {
 		err = tw.flush()

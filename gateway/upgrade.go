@@ -11,14 +11,6 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// Reasons of the answers a tunnel request can get from the gateway itself.
-const (
-	reasonUpgradeNotAllowed  = "upgrade_not_allowed"         // 403: the route does not allow this upgrade
-	reasonUpgradeBackend     = "upgrade_unsupported_backend" // 501: the backend picked speaks HTTP/2
-	reasonWebSocketHandshake = "invalid_websocket_handshake" // 400: RFC 6455 §4.2.1 / RFC 8441 §5
-	reasonUpgradeRefused     = "upgrade_refused"             // 502: the backend answered 2xx without switching
-)
-
 // ProtocolWebSocket is the upgrade token of WebSocket (RFC 6455 §4.1), the
 // one a route allows by default.
 const ProtocolWebSocket = "websocket"

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gobwas/ws"
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
@@ -51,8 +53,8 @@ func TestI05WebSocketRefused(t *testing.T) {
 			status int
 			reason string
 		}{
-			{"/none", nil, http.StatusForbidden, reasonUpgradeNotAllowed},
-			{"/h2", nil, http.StatusNotImplemented, reasonUpgradeBackend},
+			{"/none", nil, http.StatusForbidden, answer.UpgradeNotAllowed.Reason},
+			{"/h2", nil, http.StatusNotImplemented, answer.UpgradeBackend.Reason},
 			{"/refusing", nil, http.StatusForbidden, ""},
 		} {
 			status, c := wsStatus(t, h, tc.path, tc.extra)
@@ -72,7 +74,7 @@ func TestI05WebSocketRefused(t *testing.T) {
 			resp = c.resp
 		}
 		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Sec-Websocket-Version") != "13" ||
-			resp.Header.Get("X-Impulse-Error") != reasonWebSocketHandshake {
+			resp.Header.Get("X-Impulse-Error") != answer.WebSocketHandshake.Reason {
 			t.Fatalf("version 12: %d %v", resp.StatusCode, resp.Header)
 		}
 	})
@@ -269,7 +271,7 @@ func TestI05HandshakeRetriedOnConnectFailure(t *testing.T) {
 			}
 			c.close()
 		}
-		if n := counted(h.gw, countRetry, "ws", "connect-failure"); n < 1 {
+		if n := counted(h.gw, observe.Retried, "ws", "connect-failure"); n < 1 {
 			t.Errorf("impulse_retries = %v, want the handshakes to the dead backend counted", n)
 		}
 	})

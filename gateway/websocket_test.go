@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,30 +222,12 @@ func TestI05DrainClosesTunnel(t *testing.T) {
 
 // openTunnels is the open-tunnel gauge of upstream (websocket).
 func openTunnels(g *Gateway, up string) int64 {
-	var n int64
-	g.metrics.tunnels.open.Range(func(k, v any) bool {
-		if k.(tunnelKey).upstream == up {
-			n += v.(interface{ Load() int64 }).Load()
-		}
-		return true
-	})
-	return n
+	return g.obs.Metrics.OpenTunnels(up)
 }
 
 // tunnelBytes is the bytes relayed through upstream's tunnels each way.
 func tunnelBytes(g *Gateway, up string) (toBackend, toClient uint64) {
-	g.metrics.tunnels.bytes.Range(func(k, v any) bool {
-		key, c := k.(tunnelBytesKey), v.(*[2]atomic.Uint64)
-		if key.upstream == up {
-			if key.toBackend {
-				toBackend += c[0].Load()
-			} else {
-				toClient += c[0].Load()
-			}
-		}
-		return true
-	})
-	return
+	return g.obs.Metrics.TunnelBytesOf(up)
 }
 
 // TestI05ReloadDropsProtocolDrainsTunnels: a reload that turns HTTP/1.1 and

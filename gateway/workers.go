@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"net/http"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"sync"
 	"sync/atomic"
 )
@@ -28,6 +30,7 @@ type job struct {
 	listener string
 	w        http.ResponseWriter
 	r        *http.Request
+	refused  answer.Answer
 	done     chan any // the handler's panic value, or nil
 }
 
@@ -40,29 +43,29 @@ func newWorkers() *workers {
 // run serves one request on a warm worker, starting one when all are busy
 // and fewer than maxWorkers exist; a panic (http.ErrAbortHandler: reset the
 // stream) is re-raised on the calling goroutine, where quic-go recovers it.
-func (ws *workers) run(g *Gateway, listener string, w http.ResponseWriter, r *http.Request) {
+func (ws *workers) run(g *Gateway, listener string, w http.ResponseWriter, r *http.Request, refused answer.Answer) {
 	if r.ProtoMajor == 1 || r.Method == http.MethodConnect {
 		// net/http serves an HTTP/1.1 connection's requests one after
 		// another on one goroutine, whose stack has grown already: a
 		// hand-off would only add two goroutine switches.
-		g.serve(listener, w, r)
+		g.serve(listener, w, r, refused)
 		return
 	}
 	j := jobPool.Get().(*job)
-	j.g, j.listener, j.w, j.r = g, listener, w, r
+	j.g, j.listener, j.w, j.r, j.refused = g, listener, w, r, refused
 	select {
 	case ws.jobs <- j:
 	default:
 		if !ws.spawn() {
 			jobPool.Put(j)
-			g.serve(listener, w, r)
+			g.serve(listener, w, r, refused)
 			return
 		}
 		select {
 		case ws.jobs <- j:
 		case <-ws.stop:
 			jobPool.Put(j)
-			g.serve(listener, w, r)
+			g.serve(listener, w, r, refused)
 			return
 		}
 	}
@@ -110,7 +113,7 @@ func (ws *workers) loop() {
 
 func serveRecovered(j *job) (p any) {
 	defer func() { p = recover() }()
-	j.g.serve(j.listener, j.w, j.r)
+	j.g.serve(j.listener, j.w, j.r, j.refused)
 	return nil
 }
 

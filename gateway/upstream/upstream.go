@@ -275,6 +275,17 @@ func (u *Upstream) Config() Config { return u.cfg }
 // Current returns the current eligible set (never nil).
 func (u *Upstream) Current() *Set { return u.set.Load() }
 
+// InFlight is the number of requests in flight to the current set's
+// backends (retries included): what the retry budget weighs retries
+// against, and the impulse_upstream_in_flight gauge.
+func (u *Upstream) InFlight() int64 {
+	var n int64
+	for _, b := range u.Current().Backends {
+		n += b.InFlight()
+	}
+	return n
+}
+
 // Pick selects a backend for r from the current set, or nil when the set is
 // empty or none is eligible; a Full backend is not. The caller inspects
 // Set.Pending and Set.Saturated to tell the 503s apart, and counts the
@@ -518,3 +529,7 @@ func (u *Upstream) slowStart() time.Duration {
 	}
 	return u.cfg.SlowStart
 }
+
+// Release ends a request that was counted (Acquire, TryAcquire) but never
+// sent: no outcome for passive health, as Done with health.Neutral.
+func (b *Backend) Release() { b.Done(health.Neutral, "", 0) }
