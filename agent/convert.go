@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
@@ -199,6 +202,37 @@ func discoveryConfig(c *hcl.Consul) discovery.Config {
 			ServerName: c.TLS.ServerName, InsecureSkipVerify: c.TLS.InsecureSkipVerify}
 	}
 	return dc
+}
+
+// resolveToken reads token_file (re-read on every reload, so a rotated token
+// takes effect) or returns the inline token.
+func resolveToken(c *hcl.Consul) (string, error) {
+	if c.TokenFile == "" {
+		return c.Token, nil
+	}
+	b, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", configErr(c.TokenFileRange, "Cannot read token file", "consul token_file", err)
+	}
+	// As Consul reads it, plus a leading UTF-8 byte order mark (Windows
+	// editors) that is never part of a token.
+	return strings.TrimSpace(strings.TrimPrefix(string(b), "\uFEFF")), nil
+}
+
+func sameConsul(a, b hcl.Consul) bool {
+	ta, tb := hcl.TLS{}, hcl.TLS{}
+	if a.TLS != nil {
+		ta = *a.TLS
+	}
+	if b.TLS != nil {
+		tb = *b.TLS
+	}
+	a.TLS, b.TLS, a.Register, b.Register, a.Catalog, b.Catalog = nil, nil, nil, nil, nil, nil
+	// Source ranges move with unrelated edits; they are not settings.
+	a.TokenFileRange, b.TokenFileRange = hcl2.Range{}, hcl2.Range{}
+	ta.CAFileRange, ta.CertFileRange, ta.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
+	tb.CAFileRange, tb.CertFileRange, tb.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
+	return a == b && ta == tb
 }
 
 // query converts an upstream's consul block into a discovery query.

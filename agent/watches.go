@@ -3,17 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-metrics"
-	hcl2 "github.com/hashicorp/hcl/v2"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
-	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -30,10 +28,16 @@ const (
 // in the catalog mode, the catalog watch. Watches only record their latest
 // snapshot and kick the applier goroutine, so a slow apply never blocks a
 // watch (latest wins).
+//
+// Lock order: feedMu, mu, a watch's mu. The gateway is called with feedMu
+// alone held: a gateway Apply in progress holds up feeds, never a watch.
 type discoverySet struct {
 	log     hclog.Logger
 	metrics *metrics.Metrics
-	gw      *gateway.Gateway
+	gw      backendSink
+	// feedMu is held from copying snapshots to feeding them (flush, apply),
+	// so the gateway receives them in the order they were copied.
+	feedMu  sync.Mutex
 	kick    chan struct{} // capacity 1: "something is dirty"
 	stopApp context.CancelFunc
 	appDone chan struct{}
@@ -51,6 +55,18 @@ type discoverySet struct {
 	// metaMemo keeps, per catalog service, the last non-empty instance set
 	// (see catalogState.Instances).
 	metaMemo map[string][]discovery.Instance
+}
+
+// backendSink receives discovered backends: the gateway (*gateway.Gateway).
+type backendSink interface {
+	SetDiscovered(name string, specs []upstream.Spec) error
+}
+
+// feedItem is one upstream's snapshot, copied under the watch lock and fed
+// after it is released.
+type feedItem struct {
+	up, scheme string
+	s          discovery.Snapshot
 }
 
 // catalogWatch is the running catalog watch.
@@ -90,7 +106,7 @@ type watch struct {
 	downSince map[string]time.Time
 }
 
-func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw *gateway.Gateway, onCatalog func()) *discoverySet {
+func newDiscoverySet(log hclog.Logger, m *metrics.Metrics, gw backendSink, onCatalog func()) *discoverySet {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &discoverySet{log: log, metrics: m, gw: gw, watches: map[string]*watch{}, onCatalog: onCatalog,
 		metaMemo: map[string][]discovery.Instance{},
@@ -132,6 +148,7 @@ func (d *discoverySet) applier(ctx context.Context) {
 // flush feeds every dirty watch's latest snapshot to its upstreams, then
 // calls onCatalog when the catalog or a catalog upstream's instances changed.
 func (d *discoverySet) flush() {
+	d.feedMu.Lock()
 	d.mu.Lock()
 	catalogChanged := false
 	cat := d.catalog
@@ -140,18 +157,28 @@ func (d *discoverySet) flush() {
 		catalogChanged, c.dirty = c.dirty, false
 		c.mu.Unlock()
 	}
+	var feeds []feedItem
+	var flushed []*watch
 	for _, w := range d.watches {
 		w.mu.Lock()
 		if w.dirty {
-			w.dirty, w.applied = false, true
+			w.dirty = false
+			flushed = append(flushed, w)
 			for up, scheme := range w.subs {
-				d.feed(up, scheme, *w.last)
+				feeds = append(feeds, feedItem{up, scheme, *w.last})
 				catalogChanged = catalogChanged || (d.catalog != nil && strings.HasPrefix(up, hcl.CatalogUpstreamPrefix))
 			}
 		}
 		w.mu.Unlock()
 	}
 	d.mu.Unlock()
+	d.feedAll(feeds)
+	d.feedMu.Unlock()
+	for _, w := range flushed {
+		w.mu.Lock()
+		w.applied = true // readiness: only once the gateway has it
+		w.mu.Unlock()
+	}
 	if catalogChanged && d.onCatalog != nil {
 		d.onCatalog()
 	}
@@ -167,8 +194,18 @@ func (d *discoverySet) flush() {
 // (catalog changes) reuses the running client's token instead of reading
 // token_file again: that happens on reloads only.
 func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
+	d.feedMu.Lock()
+	defer d.feedMu.Unlock()
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	feeds, err := d.retargetLocked(cfg, keepToken)
+	d.mu.Unlock()
+	d.feedAll(feeds)
+	return err
+}
+
+// retargetLocked does apply's work under d.mu and returns the snapshots that
+// upstreams new to a watch (or with a new scheme) are to be fed.
+func (d *discoverySet) retargetLocked(cfg *hcl.Config, keepToken bool) ([]feedItem, error) {
 	want := map[string]map[string]string{} // query key → upstream → scheme
 	queries := map[string]discovery.Query{}
 	for _, u := range cfg.Upstreams {
@@ -185,13 +222,13 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 	}
 	if cfg.Consul == nil || (len(want) == 0 && !cfg.Consul.CatalogEnabled()) {
 		d.stopLocked()
-		return nil
+		return nil, nil
 	}
 	token := d.token
 	if !keepToken || d.client == nil {
 		var err error
 		if token, err = resolveToken(cfg.Consul); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	carried := map[string]*discovery.Snapshot{}
@@ -228,7 +265,7 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 		dc.Logger, dc.Metrics = d.log, d.metrics
 		c, err := discovery.New(dc)
 		if err != nil {
-			return fmt.Errorf("agent: consul: %w", err)
+			return nil, fmt.Errorf("agent: consul: %w", err)
 		}
 		d.client, d.consul, d.token = c, *cfg.Consul, token
 	}
@@ -239,16 +276,17 @@ func (d *discoverySet) apply(cfg *hcl.Config, keepToken bool) error {
 			delete(d.watches, k)
 		}
 	}
+	var feeds []feedItem
 	for k, subs := range want {
 		w := d.watches[k]
 		if w == nil {
 			w = d.startLocked(queries[k], carried[k], since[k])
 			d.watches[k] = w
 		}
-		w.setSubscribers(d, subs)
+		feeds = append(feeds, w.setSubscribers(subs)...)
 	}
 	d.applyCatalogLocked(cfg.Consul, carriedCatalog, since[catalogKey])
-	return nil
+	return feeds, nil
 }
 
 // catalogKey keys the catalog watch among service query keys, which never
@@ -354,37 +392,6 @@ func (d *discoverySet) catalogState() catalogState {
 	return st
 }
 
-// resolveToken reads token_file (re-read on every reload, so a rotated token
-// takes effect) or returns the inline token.
-func resolveToken(c *hcl.Consul) (string, error) {
-	if c.TokenFile == "" {
-		return c.Token, nil
-	}
-	b, err := os.ReadFile(c.TokenFile)
-	if err != nil {
-		return "", configErr(c.TokenFileRange, "Cannot read token file", "consul token_file", err)
-	}
-	// As Consul reads it, plus a leading UTF-8 byte order mark (Windows
-	// editors) that is never part of a token.
-	return strings.TrimSpace(strings.TrimPrefix(string(b), "\uFEFF")), nil
-}
-
-func sameConsul(a, b hcl.Consul) bool {
-	ta, tb := hcl.TLS{}, hcl.TLS{}
-	if a.TLS != nil {
-		ta = *a.TLS
-	}
-	if b.TLS != nil {
-		tb = *b.TLS
-	}
-	a.TLS, b.TLS, a.Register, b.Register, a.Catalog, b.Catalog = nil, nil, nil, nil, nil, nil
-	// Source ranges move with unrelated edits; they are not settings.
-	a.TokenFileRange, b.TokenFileRange = hcl2.Range{}, hcl2.Range{}
-	ta.CAFileRange, ta.CertFileRange, ta.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
-	tb.CAFileRange, tb.CertFileRange, tb.KeyFileRange = hcl2.Range{}, hcl2.Range{}, hcl2.Range{}
-	return a == b && ta == tb
-}
-
 // startLocked starts a watch of q. last is what an old watch of q knew (nil:
 // none), since that watch's last success (zero: none).
 func (d *discoverySet) startLocked(q discovery.Query, last *discovery.Snapshot, since time.Time) *watch {
@@ -420,15 +427,26 @@ func (w *watch) deliver(d *discoverySet, s discovery.Snapshot) {
 	}
 }
 
-func (w *watch) setSubscribers(d *discoverySet, subs map[string]string) {
+// setSubscribers replaces the watch's upstreams and returns what the new
+// ones (and those with a new scheme) are to be fed.
+func (w *watch) setSubscribers(subs map[string]string) (feeds []feedItem) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for up, scheme := range subs {
 		if old, ok := w.subs[up]; (!ok || old != scheme) && w.last != nil && !w.dirty {
-			d.feed(up, scheme, *w.last)
+			feeds = append(feeds, feedItem{up, scheme, *w.last})
 		}
 	}
 	w.subs = subs // a dirty snapshot reaches every subscriber at the next flush
+	return feeds
+}
+
+// feedAll feeds copied snapshots to the gateway. d.feedMu must be held, and
+// neither d.mu nor a watch's mu: the gateway may be slow.
+func (d *discoverySet) feedAll(feeds []feedItem) {
+	for _, f := range feeds {
+		d.feed(f.up, f.scheme, f.s)
+	}
 }
 
 func (d *discoverySet) feed(up, scheme string, s discovery.Snapshot) {
