@@ -40,3 +40,40 @@ func TestDependencyDirection(t *testing.T) {
 		t.Errorf("the binary links github.com/armon/go-metrics; use only github.com/hashicorp/go-metrics")
 	}
 }
+
+// TestGatewayLayout enforces the dataplane's inner direction (README
+// "Layout"): the pipeline (package gateway) composes its parts, which
+// import each other only this way (direct imports): answer, retry and
+// observe know no ingress, tunnel, wire or request-body handling; wire
+// builds on observe; reqbody and tunnel on wire; ingress hands requests
+// to a Pipeline interface and imports nothing of backends, routes,
+// retries or balancing; no part imports the pipeline.
+func TestGatewayLayout(t *testing.T) {
+	const gw = "github.com/impulse-agent/impulse-agent/gateway"
+	parts := []string{"ingress", "tunnel", "wire", "reqbody", "observe", "answer", "retry"}
+	forbidden := map[string][]string{
+		"answer":  {"ingress", "tunnel", "wire", "reqbody", "observe", "retry", "upstream"},
+		"retry":   {"ingress", "tunnel", "wire", "reqbody", "observe", "answer", "upstream"},
+		"observe": {"ingress", "tunnel", "wire", "reqbody", "answer"},
+		"wire":    {"ingress", "tunnel", "reqbody", "answer", "retry"},
+		"reqbody": {"ingress", "tunnel", "answer", "retry", "upstream", "observe"},
+		"tunnel":  {"ingress", "reqbody", "answer", "retry"},
+		"ingress": {"wire", "reqbody", "retry", "upstream", "route", "balance", "health", "transport"},
+	}
+	for _, part := range parts {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./gateway/"+part).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", part, err, out)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if imp == gw {
+				t.Errorf("gateway/%s imports the pipeline (package gateway)", part)
+			}
+			for _, bad := range forbidden[part] {
+				if imp == gw+"/"+bad {
+					t.Errorf("gateway/%s must not import gateway/%s", part, bad)
+				}
+			}
+		}
+	}
+}

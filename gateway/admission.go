@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
+	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -114,4 +120,161 @@ func (g *Gateway) overloaded(rec *recorder, w http.ResponseWriter, up *upstream.
 	g.obs.Metrics.Overload(scope, up.Name())
 	w.Header()["Retry-After"] = retryAfterOverloaded
 	rec.finish(w, up, nil, answer.Overloaded)
+}
+
+// Scopes of a rate limit, the scope label of impulse_rate_limited.
+const (
+	rateScopeListener = "listener"
+	rateScopeUpstream = "upstream"
+)
+
+// rateLimiters are the Limiters of the listeners or of the upstreams, by
+// name. Never modified once published.
+type rateLimiters map[string]*ratelimit.Limiter
+
+// buildRateLimiters makes the Limiter of each name with a rate limit,
+// keeping old's Limiter (and its buckets) where the block normalizes to the
+// same configuration; a changed block gets a new, empty table. Errors name
+// the listener or upstream (what) and wrap ratelimit.ErrConfig.
+func buildRateLimiters(old rateLimiters, what string, names []string, cfgs []*ratelimit.Config) (rateLimiters, error) {
+	out := rateLimiters{}
+	for i, c := range cfgs {
+		if c == nil {
+			continue
+		}
+		n, err := c.Normalize()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s %q: %w", what, names[i], err)
+		}
+		if l := old[names[i]]; l != nil && l.Config() == n {
+			out[names[i]] = l
+			continue
+		}
+		l, err := ratelimit.New(n)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s %q: %w", what, names[i], err)
+		}
+		out[names[i]] = l
+	}
+	return out, nil
+}
+
+// upstreamRateLimiters builds the upstreams' Limiters for the next table.
+func upstreamRateLimiters(old rateLimiters, ups []UpstreamConfig) (rateLimiters, error) {
+	names, cfgs := make([]string, len(ups)), make([]*ratelimit.Config, len(ups))
+	for i, u := range ups {
+		names[i], cfgs[i] = u.Name, u.RateLimit
+	}
+	return buildRateLimiters(old, "upstream", names, cfgs)
+}
+
+// listenerRateLimiters builds the listeners' Limiters for an Apply.
+func (g *Gateway) listenerRateLimiters(lcs []ListenerConfig) (rateLimiters, error) {
+	names, cfgs := make([]string, len(lcs)), make([]*ratelimit.Config, len(lcs))
+	for i, lc := range lcs {
+		names[i], cfgs[i] = lc.Name, lc.RateLimit
+	}
+	var old rateLimiters
+	if p := g.listenerRates.Load(); p != nil {
+		old = *p
+	}
+	return buildRateLimiters(old, "listener", names, cfgs)
+}
+
+// admitRate is the rate-limit step of the admission order (validate → route
+// → rate limit → concurrency limits → pick): the listener's limit, then the
+// upstream's, each keyed by its own key form. A request over one is
+// answered 429 rate_limited with Retry-After (whole seconds, at least 1,
+// RFC 9110 §10.2.3) and reports false; it never reaches a backend and
+// never counts against a later limit (the upstream's, after a listener's
+// refusal; the concurrency limits). A request the listener's limit admitted
+// has spent that token even if the upstream's then refuses it: the
+// listener's limit counts what a client sends to the listener.
+func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream]) bool {
+	var ll *ratelimit.Limiter
+	if p := g.listenerRates.Load(); p != nil {
+		ll = (*p)[rec.listener]
+	}
+	ul := tbl.rates[rt.Target.Name()]
+	if ll == nil && ul == nil {
+		return true
+	}
+	now := time.Now()
+	scope, wait := rateScopeListener, time.Duration(0)
+	ok := true
+	if ll != nil {
+		ok, wait = ll.Allow(ll.Key(r, rt.ID), now)
+	}
+	if ok && ul != nil {
+		scope = rateScopeUpstream
+		ok, wait = ul.Allow(ul.Key(r, rt.ID), now)
+	}
+	if ok {
+		return true
+	}
+	g.obs.Metrics.RateLimited(rec.listener, rt.Target.Name(), scope)
+	w.Header()["Retry-After"] = []string{retryAfterSeconds(wait)}
+	rec.finish(w, rt.Target, nil, answer.RateLimited)
+	return false
+}
+
+// retryAfterSeconds is a Retry-After delay-seconds value (RFC 9110
+// §10.2.3) for d: whole seconds rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := max((d+time.Second-1)/time.Second, 1)
+	return strconv.FormatInt(int64(s), 10)
+}
+
+// defaultLimits apply to the listener-less Handler.
+var defaultLimits = Limits{}.Resolved()
+
+// setListenerLimits publishes the limits of lcs for the pipeline, by
+// listener name.
+func (g *Gateway) setListenerLimits(lcs []ListenerConfig) {
+	m := make(map[string]*Limits, len(lcs))
+	for _, lc := range lcs {
+		l := lc.Limits.Resolved()
+		m[lc.Name] = &l
+	}
+	g.limits.Store(&m)
+}
+
+// limitsFor is the resolved Limits of the named listener.
+func (g *Gateway) limitsFor(listener string) *Limits {
+	if m := g.limits.Load(); m != nil {
+		if l := (*m)[listener]; l != nil {
+			return l
+		}
+	}
+	return &defaultLimits
+}
+
+// bodyLimit is the body cap for a request routed to up: the upstream's
+// own, else the listener's (0: none).
+func bodyLimit(lim *Limits, tbl *table, up *upstream.Upstream) int64 {
+	if n := tbl.configs[up.Name()].MaxRequestBodyBytes; n > 0 {
+		return n
+	}
+	return lim.MaxRequestBodyBytes
+}
+
+// bodyLimitAnswer is the answer to a body failure that limits caused;
+// false for other failures.
+func bodyLimitAnswer(failure reqbody.Failure) (answer.Answer, bool) {
+	switch failure {
+	case reqbody.TooLarge:
+		return answer.BodyTooLarge, true
+	case reqbody.Timeout:
+		return answer.ClientBodyTimeout, true
+	}
+	return answer.Answer{}, false
+}
+
+// closeConnAfter asks Go's HTTP/1.1 server to close the connection after this
+// response: the rest of the request body was not read, so where the next
+// request starts is not known. HTTP/2 and HTTP/3 reset the stream instead.
+func closeConnAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header()["Connection"] = []string{"close"}
+	}
 }

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
+	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // The attempt step of the pipeline (architecture.md): pick a backend, send
@@ -68,50 +70,6 @@ func tryWait(up *upstream.Upstream, p *retry.Policy, b *upstream.Backend) (wait 
 	return wait, own, cause
 }
 
-// clientBody is the client's request body as the tries of one request send
-// it: checked against its length (exactBody), coalesced, watched for the
-// client's failures and, when a try may follow, shared through a
-// replayBody that keeps what it can for a replay.
-type clientBody struct {
-	watched *watchedBody  // nil: the request has no body
-	replay  *replayBody   // nil: the body is sent once, by the first try
-	next    io.ReadCloser // the next try's reader; nil once taken
-}
-
-// hasBody reports whether r comes with a body (after settleBody).
-func hasBody(r *http.Request) bool {
-	return r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
-}
-
-// newClientBody wraps r's body for its tries (the zero clientBody when it
-// has none). keep is the bytes kept for a replay; negative: no replay at
-// all (no try can follow).
-func newClientBody(r *http.Request, keep int64) clientBody {
-	if !hasBody(r) {
-		return clientBody{}
-	}
-	var body io.ReadCloser = r.Body
-	if r.ContentLength > 0 {
-		body = &exactBody{ReadCloser: body, remaining: r.ContentLength}
-	}
-	if r.ContentLength > coalesceBytes {
-		body = newCoalescingBody(body)
-	}
-	cb := clientBody{watched: &watchedBody{ReadCloser: body, client: r.Context()}}
-	cb.next = cb.watched
-	if keep >= 0 {
-		if r.ContentLength > keep {
-			keep = 0 // sent once; but still taken over while unread
-		}
-		rb := &replayBody{src: cb.watched, limit: keep}
-		if r.ContentLength > 0 && r.ContentLength <= keep {
-			rb.log = make([]byte, 0, r.ContentLength)
-		}
-		cb.replay, cb.next = rb, &replayReader{b: rb}
-	}
-	return cb
-}
-
 // bodyKeep is the replay budget of r's body when its first try goes to b:
 // max_body_bytes when another try may have to send it again (a retry, or
 // a transport-level resend: x/net/http2 after REFUSED_STREAM or GOAWAY,
@@ -121,42 +79,6 @@ func bodyKeep(p *retry.Policy, b *upstream.Backend) int64 {
 		return p.MaxBodyBytes
 	}
 	return -1
-}
-
-// take hands the next try its reader.
-func (cb *clientBody) take() io.ReadCloser {
-	rc := cb.next
-	cb.next = nil
-	return rc
-}
-
-// kept reports whether another try can send the body (or there is none).
-func (cb *clientBody) kept() bool {
-	return cb.watched == nil || cb.replay != nil && cb.replay.replayable()
-}
-
-// again prepares the reader of one more try; false when the body can no
-// longer be sent again.
-func (cb *clientBody) again() bool {
-	if cb.watched == nil {
-		return true
-	}
-	if cb.replay == nil {
-		return false
-	}
-	rc, err := cb.replay.next()
-	if err != nil {
-		return false
-	}
-	cb.next = rc
-	return true
-}
-
-// end seals the replay: no try follows, nothing more is kept.
-func (cb *clientBody) end() {
-	if cb.replay != nil {
-		cb.replay.seal()
-	}
 }
 
 // try is one round trip of a request to one backend.
@@ -182,14 +104,14 @@ type try struct {
 // returned (retry.Result): the backend's status, or the retry condition
 // of its failure (0 when it matches none: an invalid response, the
 // client's doing, a failure the backend is not known to have failed by).
-func (t *try) result(rec *recorder, r *http.Request, body *watchedBody, iw *interim, kept bool) retry.Result {
+func (t *try) result(rec *recorder, r *http.Request, body *reqbody.Client, iw *interim, kept bool) retry.Result {
 	res := retry.Result{Method: r.Method, Started: iw.relayed(), BodyKept: kept}
 	if t.err == nil {
 		res.Status = t.resp.StatusCode
 		return res
 	}
 	res.Expired = r.Context().Err() != nil || rec.grpc.expired()
-	if body.failed() != bodyOK || iw.invalidResponse(t.err) {
+	if body.Failed() != reqbody.OK || iw.invalidResponse(t.err) {
 		return res
 	}
 	switch {
@@ -199,7 +121,7 @@ func (t *try) result(rec *recorder, r *http.Request, body *watchedBody, iw *inte
 		// the client's doing: no other backend would take it
 	case transport.IsConnectFailure(t.err):
 		res.Failure = retry.ConnectFailure
-	case transport.IsRefusedStream(t.err) || errors.Is(t.err, errNotReplayable):
+	case transport.IsRefusedStream(t.err) || errors.Is(t.err, reqbody.ErrNotReplayable):
 		res.Failure = retry.RefusedStream
 	default:
 		res.Failure = retry.Reset
@@ -220,7 +142,7 @@ func (t *try) failure(rec *recorder, iw *interim) (a answer.Answer, o health.Out
 		a = answer.GRPCTimeout
 	}
 	o = health.Neutral
-	if a.Backend && !transport.IsGracefulGoAway(t.err) && !errors.Is(t.err, errNotReplayable) {
+	if a.Backend && !transport.IsGracefulGoAway(t.err) && !errors.Is(t.err, reqbody.ErrNotReplayable) {
 		o = health.Failure
 	}
 	return a, o
@@ -255,7 +177,7 @@ func (t *try) discard(rec *recorder, iw *interim) {
 // uc's request timeout bounds every try, back-off and hedge; its body_idle
 // each read of the relayed response body (timeouts.go).
 func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, b *upstream.Backend, uc UpstreamConfig) {
-	if ap.Hedge().Applies(r.Method, hasBody(r)) {
+	if ap.Hedge().Applies(r.Method, reqbody.HasBody(r)) {
 		g.hedged(rec, w, r, up, ap, b, uc) // hedge.go
 		return
 	}
@@ -270,7 +192,7 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	p := ap.Policy()
 	st := ap.Start(up)
 	defer st.Close()
-	cb := newClientBody(r, bodyKeep(p, b))
+	cb := reqbody.NewClient(r, bodyKeep(p, b))
 	var tried [retry.MaxAttempts]*upstream.Backend
 	t := try{b: b, start: rec.out.Start}
 	for n := 1; ; n++ {
@@ -286,7 +208,7 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 			t.resp, t.err = nil, errSwitchingProtocols
 		}
 		var next *upstream.Backend
-		d := st.Retry(t.result(rec, r, cb.watched, iw, cb.kept()),
+		d := st.Retry(t.result(rec, r, &cb, iw, cb.Kept()),
 			func() bool { next, _ = up.PickExcept(r, tried[:n]); return next != nil },
 			func() bool { return next.TryAcquire() })
 		if d.Verdict == retry.NoBudget {
@@ -295,7 +217,7 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 		if d.Verdict != retry.Again {
 			break
 		}
-		if !sleep(traced, d.Wait) || !cb.again() {
+		if !sleep(traced, d.Wait) || !cb.Again() {
 			next.Release() // acquired, never sent
 			st.Release(d.Slot)
 			break
@@ -309,100 +231,61 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	}
 	// No try follows: a body the transport gave up is closed now, which
 	// ends a read it is blocked in (a client waiting for 100 Continue).
-	cb.end()
+	cb.End()
 	t.final = true
 	defer rec.endTry(&t) // before st.Close gives the slot back
-	g.relay(rec, w, r, up, &t, cb.watched, iw, uc)
+	g.relay(rec, w, r, up, &t, &cb, iw, uc)
 }
 
-// sleep waits d, or until ctx is done; false in that case.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+// roundTrip sends one try of r to b, in ctx (r's context with the interim
+// trace), its body taken from cb (nil: none). wait bounds the wait for
+// response headers (0: none); own says the gateway times it itself: always
+// for HTTP/2 backends, for HTTP/1.1 ones when the try's wait is shorter
+// than net/http's own Transport.ResponseHeaderTimeout (a per_try_timeout).
+// cause is the timer's cancellation cause (ErrResponseHeaderTimeout, or
+// errPerTryTimeout which wraps it). The returned context carries the cause
+// when that timer fired; the caller must call cancel once the response body
+// is done. tt is the try's trace (nil: not traced).
+func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *reqbody.Client, wait time.Duration, own bool, cause error, tt *observe.TryTrace) (*http.Response, context.Context, context.CancelCauseFunc, error) {
+	body := cb.TryBody()
+	if !own || wait <= 0 {
+		out, _ := wire.Outgoing(ctx, r, b, body, false, tt)
+		resp, err := b.Transport.RoundTrip(out)
+		tt.RoundTripped()
+		return resp, ctx, noCancel, err
 	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
+	ctx, cancel := context.WithCancelCause(ctx)
+	out, tb := wire.Outgoing(ctx, r, b, body, true, tt)
+	// As net/http's ResponseHeaderTimeout, the wait starts once the request
+	// is fully sent: a client still sending its body is not the backend's
+	// delay.
+	var mu sync.Mutex
+	var timer *time.Timer
+	done := false
+	startTimer := func() {
+		mu.Lock()
+		if !done && timer == nil {
+			timer = time.AfterFunc(wait, func() { cancel(cause) })
+		}
+		mu.Unlock()
 	}
+	if tb == nil {
+		startTimer()
+	} else {
+		tb.OnEOF = startTimer
+	}
+	resp, err := b.Transport.RoundTrip(out)
+	tt.RoundTripped()
+	mu.Lock()
+	done = true
+	fired := timer != nil && !timer.Stop()
+	mu.Unlock()
+	if fired && err == nil {
+		// The timer fired just as headers arrived; the body is already canceled.
+		resp.Body.Close()
+		resp, err = nil, cause
+	}
+	return resp, ctx, cancel, err
 }
 
-// relay ends the request with the outcome of its last try t: the backend's
-// response copied to w, or the gateway's answer to its failure (502
-// connect/reset before a response or an invalid 1xx use, 504 response
-// header timeout), or a stream reset (http.ErrAbortHandler) when the
-// backend fails after the response started. t's outcome is set for the
-// caller's endTry (also when relay panics); t.cancel is called.
-func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, t *try, body *watchedBody, iw *interim, uc UpstreamConfig) {
-	b := t.b
-	defer t.cancel(nil)
-	if t.err != nil {
-		if f := body.failed(); f != bodyOK {
-			rec.clientBodyFailed(w, up, b, f, false)
-			return
-		}
-		a, o := t.failure(rec, iw)
-		if requestTimedOut(t.ctx) && r.Context().Err() == nil && a != answer.GRPCTimeout {
-			// The exchange's budget ran out; the backend is blamed unless
-			// the client was still sending its body (timeouts.go).
-			a, o = answer.RequestTimeout, health.Neutral
-			if body.sentWhole() {
-				o = health.Failure
-			}
-		}
-		if o == health.Failure {
-			t.outcome, t.reason = o, a.Reason
-		}
-		t.status = a.Status
-		g.log.Debug("backend round trip failed", "upstream", up.Name(), "backend", b.ID, "reason", a.Reason, "attempts", len(rec.out.Attempts())+1, "error", t.err)
-		rec.finish(w, up, b, a)
-		return
-	}
-	resp := t.resp
-	defer resp.Body.Close()
-	idle := watchBodyIdle(resp, uc.bodyIdleTimeout()) // timeouts.go
-	defer idle.release(resp)
-	rec.grpc.watch(resp)
-	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
-	var backendErr, clientErr error
-	rec.out.BytesOut, backendErr, clientErr = copyResponse(w, resp, r.ProtoMajor)
-	switch {
-	case backendErr != nil && body.failed() != bodyOK:
-		// The backend answered early, then the connection broke on the
-		// client's bad body: not the backend's failure.
-		rec.clientBodyFailed(w, up, b, body.failed(), true)
-	case backendErr != nil && rec.grpc.expired():
-		// Not the backend's failure: trailers with DEADLINE_EXCEEDED.
-		rec.endStream(w, up, b, answer.GRPCTimeout)
-	case backendErr != nil && idle.timedOut():
-		// The backend went silent mid-body: its failure, and the truncated
-		// body must not end cleanly.
-		t.outcome, t.reason = health.Failure, answer.BodyIdleTimeout.Reason
-		g.log.Debug("backend sent nothing for body_idle; resetting stream", "upstream", up.Name(), "backend", b.ID)
-		rec.reset(up, b, resp.StatusCode, answer.BodyIdleTimeout)
-	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil && rec.grpc != nil:
-		// The exchange's budget is spent, not the backend's health:
-		// DEADLINE_EXCEEDED trailers where it can, else a reset.
-		rec.endStream(w, up, b, answer.RequestTimeout)
-	case backendErr != nil && requestTimedOut(t.ctx) && r.Context().Err() == nil:
-		// A reset, recorded with the status the client got (as a body_idle
-		// cut is), not against the backend's health.
-		rec.reset(up, b, resp.StatusCode, answer.RequestTimeout)
-	case backendErr != nil && r.Context().Err() == nil:
-		t.outcome, t.reason = health.Failure, answer.BodyFailed.Reason
-		g.log.Debug("backend failed mid-body; resetting stream", "upstream", up.Name(), "backend", b.ID, "error", backendErr)
-		// Never end a truncated body cleanly: abort resets the HTTP/3 stream.
-		rec.reset(up, b, resp.StatusCode, answer.BodyFailed)
-	case clientErr != nil || backendErr != nil:
-		rec.result(up, b, answer.ClientCanceled.Status, answer.ClientCanceled.Reason)
-	default:
-		t.outcome = health.Success
-		if resp.StatusCode >= 500 {
-			t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(resp.StatusCode)
-		}
-		rec.result(up, b, resp.StatusCode, "")
-	}
-}
+func noCancel(error) {}

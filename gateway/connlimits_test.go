@@ -162,7 +162,7 @@ func TestLimitMaxConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qc.CloseWithError(0, "")
-	eventually(t, 5*time.Second, func() bool { return l.conns.open.Load() == 2 }, "two connections counted")
+	eventually(t, 5*time.Second, func() bool { return l.OpenConnections() == 2 }, "two connections counted")
 
 	var te *quic.TransportError
 	if c, err := dialQUIC(); err == nil {
@@ -235,7 +235,7 @@ func TestLimitsReload(t *testing.T) {
 	if code, _, err := h.do("POST", "/", strings.NewReader(strings.Repeat("x", 100)), 100, nil); code != 200 {
 		t.Errorf("after removing max_request_body_bytes: %d %v, want 200", code, err)
 	}
-	if n := h.gw.listeners["test"].conns.max.Load(); n != 5 {
+	if n := h.gw.listeners["test"].MaxConnections(); n != 5 {
 		t.Errorf("max_connections after the reload: %d, want 5", n)
 	}
 }

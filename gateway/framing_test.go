@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 )
@@ -218,8 +219,9 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 				method string
 				expect bool
 			}{{"GET", false}, {"POST", false}, {"POST", true}} {
+				restore := func() {}
 				if c.expect {
-					probeWait.Store(int64(time.Hour))
+					restore = reqbody.SetProbeWait(time.Hour)
 				}
 				var extra []qpack.HeaderField
 				if c.expect {
@@ -234,7 +236,7 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 					}
 					str.Write(dataFrame("late body"))
 				})
-				probeWait.Store(int64(bodyProbeWait))
+				restore()
 				if status != "200" || string(body) != "late body" {
 					t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
 				}
@@ -253,12 +255,12 @@ func TestB15EmptyBodyKnownWithoutWaiting(t *testing.T) {
 	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	const n = 20
-	before := bodyProbes.Load()
+	before := reqbody.Probes()
 	for range n {
 		resp := h.get("/")
 		resp.Body.Close()
 	}
-	probed := bodyProbes.Load() - before
+	probed := reqbody.Probes() - before
 	t.Logf("%d of %d bodyless GETs needed the bounded probe", probed, n)
 	if probed == n {
 		t.Fatalf("all %d bodyless GETs waited in the bounded probe; none was known to be empty at once", n)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -130,11 +131,11 @@ func (b *strictBackend) check(tr *teeReader, c net.Conn) (upgrade, method string
 	}
 	te, cl := fields["Transfer-Encoding"], fields["Content-Length"]
 	conn := fields["Connection"]
-	tunnel := len(conn) == 1 && conn[0] == "Upgrade"
+	upgrading := len(conn) == 1 && conn[0] == "Upgrade"
 	switch {
-	case len(conn) > 1 || len(conn) == 1 && conn[0] != "close" && !tunnel:
+	case len(conn) > 1 || len(conn) == 1 && conn[0] != "close" && !upgrading:
 		return "", "", fmt.Errorf("Connection %q", conn)
-	case tunnel != (len(fields["Upgrade"]) > 0):
+	case upgrading != (len(fields["Upgrade"]) > 0):
 		return "", "", fmt.Errorf("Upgrade %q with Connection %q", fields["Upgrade"], conn)
 	case len(te) > 1 || len(te) == 1 && te[0] != "chunked":
 		return "", "", fmt.Errorf("Transfer-Encoding %q", te)
@@ -175,9 +176,9 @@ func (b *strictBackend) check(tr *teeReader, c net.Conn) (upgrade, method string
 			return "", "", errBroken
 		}
 	}
-	if tunnel {
+	if upgrading {
 		if key := fields["Sec-Websocket-Key"]; len(key) == 1 && strings.EqualFold(fields["Upgrade"][0], "websocket") {
-			return webSocketAccept(key[0]), method, nil
+			return tunnel.WebSocketAccept(key[0]), method, nil
 		}
 	}
 	return "", method, nil

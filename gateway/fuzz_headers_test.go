@@ -14,7 +14,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // connectionSpecific are the fields no backend request may carry from a
@@ -26,7 +28,7 @@ var connectionSpecific = []string{
 
 // gatewayFields are set by the gateway itself after the client's fields are
 // filtered: a client naming them in Connection cannot strike them.
-var gatewayFields = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Client-Cert", "User-Agent", requestIDField, "Early-Data"}
+var gatewayFields = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Client-Cert", "User-Agent", wire.RequestIDField, "Early-Data"}
 
 // FuzzOutgoingHeaders builds a client request from fuzzed header lines
 // ("name: value", one per "\n"; any byte goes), keeps it only if an
@@ -79,14 +81,14 @@ func FuzzOutgoingHeaders(f *testing.F) {
 		r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/p"}, RequestURI: "/p", Header: h, Host: host,
 			RemoteAddr: "192.0.2.1:5555", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		r = r.WithContext(context.Background())
-		id := requestIDOf(r)
+		id := wire.RequestID(r)
 		b := &upstream.Backend{Spec: upstream.Spec{Scheme: []string{transport.SchemeHTTP, transport.SchemeHTTPS, transport.SchemeH2C}[scheme%3]}}
-		tr, tunneled := tunnelOf(r)
+		tr, tunneled := tunnel.Of(r)
 		var out *http.Request
 		if tunneled {
-			out, _ = tunnelOutgoing(r.Context(), r, b, tr, nil)
+			out, _ = tunnel.Outgoing(r.Context(), r, b, tr, nil)
 		} else {
-			out, _ = outgoing(r.Context(), r, b, nil, false, nil)
+			out, _ = wire.Outgoing(r.Context(), r, b, wire.Body{}, false, nil)
 		}
 		for k, vs := range out.Header {
 			if !httpguts.ValidHeaderFieldName(k) {
@@ -103,7 +105,7 @@ func FuzzOutgoingHeaders(f *testing.F) {
 			switch {
 			case !present:
 			case tunneled && k == "Connection" && slices.Equal(v, []string{"Upgrade"}):
-			case tunneled && k == "Upgrade" && slices.Equal(v, []string{tr.upgrade}):
+			case tunneled && k == "Upgrade" && slices.Equal(v, []string{tr.Upgrade}):
 			case k == "Te" && transport.IsHTTP2(b.Scheme) && slices.Equal(v, []string{"trailers"}):
 			default:
 				t.Fatalf("%s: %q reaches a %s backend (tunnel %v)", k, v, b.Scheme, tunneled)
@@ -123,7 +125,7 @@ func FuzzOutgoingHeaders(f *testing.F) {
 				}
 			}
 		}
-		if got := out.Header[requestIDField]; !slices.Equal(got, id) {
+		if got := out.Header[wire.RequestIDField]; !slices.Equal(got, id) {
 			t.Fatalf("x-request-id %q reaches the backend, want the gateway's %q", got, id)
 		}
 		for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"} {
@@ -131,8 +133,8 @@ func FuzzOutgoingHeaders(f *testing.F) {
 				t.Fatalf("%s: %q, want the gateway's one value", k, out.Header[k])
 			}
 		}
-		if _, ok := out.Header[headerXFCC]; ok {
-			t.Fatalf("the client's %s reaches the backend", headerXFCC)
+		if _, ok := out.Header[wire.XFCCField]; ok {
+			t.Fatalf("the client's %s reaches the backend", wire.XFCCField)
 		}
 		if b.Scheme != transport.SchemeHTTP {
 			return

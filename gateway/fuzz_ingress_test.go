@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 )
@@ -30,14 +31,14 @@ const (
 	ingressHang = 5 * time.Second
 )
 
-// ingressHarness is a gateway whose TCP ingress server (tcpServer: the
+// ingressHarness is a gateway whose TCP ingress server (NewTCPServer: the
 // adapter, limits and handler of a real listener) serves in-memory
 // connections without TLS: HTTP/1.1, and HTTP/2 with prior knowledge, so
 // the fuzzer's bytes are what the parsers see. /h2c leads to a
 // strictH2Backend, every other path to a strictBackend.
 type ingressHarness struct {
 	gw  *Gateway
-	l   *listener
+	l   *ingress.Listener
 	srv *http.Server
 	ln  *connListener
 	be  *strictBackend   // HTTP/1.1, every path but /h2c
@@ -91,7 +92,7 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 	gw.mu.Lock()
 	h.l = gw.listeners["fuzz"]
 	gw.mu.Unlock()
-	h.srv = h.l.tcpServer(h.l.tcp.limits)
+	h.srv = h.l.NewTCPServer()
 	h.srv.TLSConfig = nil
 	h.srv.Protocols.SetUnencryptedHTTP2(true)
 	h.srv.ErrorLog = log.New(h, "", 0)
@@ -150,11 +151,11 @@ func (h *ingressHarness) exchange(t testing.TB, input []byte) []byte {
 	// server closes it on its own timer (fuzzConn.goneAway).
 	closed := c.waitFor(ingressHang, func(c *fuzzConn) bool { return c.closed || c.state == http.StateClosed || c.goneAway() })
 	deadline := time.Now().Add(ingressHang)
-	for h.l.active.Load() != 0 && time.Now().Before(deadline) {
+	for h.l.InFlight() != 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond) // handlers end on their own goroutines; no event to wait on
 	}
-	if !closed || h.l.active.Load() != 0 {
-		t.Fatalf("%v after the client hung up: connection closed %v, %d handlers running; input %q", ingressHang, closed, h.l.active.Load(), input)
+	if !closed || h.l.InFlight() != 0 {
+		t.Fatalf("%v after the client hung up: connection closed %v, %d handlers running; input %q", ingressHang, closed, h.l.InFlight(), input)
 	}
 	h.mu.Lock()
 	panics := h.panics

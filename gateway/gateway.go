@@ -19,185 +19,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-metrics"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
-	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
-
-// Config is the whole dataplane configuration. Apply accepts a new one at
-// any time; the zero values of optional fields are documented per field.
-type Config struct {
-	Listeners []ListenerConfig
-	Upstreams []UpstreamConfig
-	// Logger is the gateway's logger (nil: discard). QUICLogger receives
-	// quic-go's own log records (nil: none).
-	Logger     hclog.Logger
-	QUICLogger *slog.Logger
-	// Metrics receives request and connection metrics (nil: discard).
-	Metrics *metrics.Metrics
-	// Paths are the path normalisation settings; the zero value is the
-	// default (see pathnorm.PathOptions and NormalizePath). Apply switches them.
-	Paths pathnorm.PathOptions
-	// MaxRequests bounds the requests in flight through the whole gateway,
-	// every listener and upstream together, open tunnels included (the
-	// top-level `limits { max_requests }`); 0 means no limit. A request
-	// over it gets 503 overloaded with Retry-After at once, before its
-	// upstream's limits are looked at (admission.go). Apply switches it at
-	// once; requests in flight keep their slots.
-	MaxRequests int
-	// TracerProvider makes the spans of every request (tracing.go, README
-	// "Tracing"); nil means tracing off: nothing is parsed or added, and a
-	// client's traceparent reaches the backend unchanged. Apply switches it
-	// for new requests; the caller owns its shutdown.
-	TracerProvider trace.TracerProvider
-	// AccessLog turns the access log on (nil: off): one line per request,
-	// written by its own goroutine, never blocking a request (accesslog
-	// package; impulse_access_log_dropped and _errors count lines lost).
-	// New and Apply open its file (Apply again when unchanged, for
-	// logrotate; a failure then keeps the open one). Errors: a file that
-	// cannot be opened for appending (*accesslog.OpenError).
-	AccessLog *accesslog.Config
-}
-
-// ListenerConfig is one listener: HTTP/3 on a UDP socket and HTTP/1.1 and
-// HTTP/2 over TLS on a TCP socket, on the same address and port, every
-// protocol served by the same request pipeline.
-type ListenerConfig struct {
-	Name string
-	// Address is host:port for both sockets; port 0 picks a port free for
-	// both UDP and TCP (see Addrs).
-	Address string
-	// Protocols are the protocols served: ProtocolH1, ProtocolH2 and
-	// ProtocolH3 in any combination; empty means all three. On Apply a
-	// listener whose name and address are unchanged keeps its sockets and
-	// connections; a socket no protocol needs any more drains.
-	Protocols []string
-	// TLS is the server configuration. QUIC enforces TLS 1.3; the TCP side
-	// accepts TLS 1.2 and later (MinVersion is lowered for it). On Apply, a
-	// listener whose name and address are unchanged switches to the new TLS
-	// for new handshakes.
-	TLS *tls.Config
-	// AltSvcPort is the UDP port advertised in Alt-Svc over TCP (RFC 7838):
-	// a listener behind NAT or a port-mapping balancer advertises the port
-	// clients reach; 0 means the listener's own port.
-	AltSvcPort int
-	// AltSvcMaxAge is the Alt-Svc ma parameter (0 means 24h; whole seconds).
-	AltSvcMaxAge time.Duration
-
-	// ForwardClientCert adds an X-Forwarded-Client-Cert field (Envoy's
-	// format, certs.Identity.XFCC) to requests whose client certificate the
-	// handshake verified. A client's own X-Forwarded-Client-Cert is removed
-	// whatever this says. Apply switches it for a running listener.
-	ForwardClientCert bool
-	// CertificateExpiry is the NotAfter of each certificate TLS serves, by
-	// name (certs.Store.Expiries: "default", or a certificate's first DNS
-	// SAN), exported as impulse_tls_certificate_expiry_seconds{listener,name}
-	// (seconds until then). nil: no such series.
-	CertificateExpiry map[string]time.Time
-	// EarlyData offers and accepts 0-RTT on the QUIC side (RFC 9001 §4.6;
-	// session tickets allow resumption either way). A request handled
-	// before its connection's handshake completed is forwarded with
-	// "Early-Data: 1" when its method is safe and answered 425 too_early
-	// otherwise (RFC 8470 §5). Go's TLS server has no early data, so TCP is
-	// unaffected. On Apply it applies to new connections.
-	EarlyData bool
-	// Limits are the listener's protocol limits; zero fields are defaults
-	// (see Limits).
-	Limits Limits
-	// RateLimit limits the requests routed through this listener, applied
-	// right after routing and before the upstream's (ratelimit.Config,
-	// Gateway.admitRate); nil means none. On Apply an unchanged block
-	// keeps its buckets, a changed one starts with an empty table.
-	RateLimit *ratelimit.Config
-}
-
-// Protocols a listener serves (ListenerConfig.Protocols), and the values of
-// the protocol label of the request metrics.
-const (
-	ProtocolH1 = "h1" // HTTP/1.1 over TLS (ALPN http/1.1, or none)
-	ProtocolH2 = "h2" // HTTP/2 over TLS (ALPN h2, RFC 9113 §3.2)
-	ProtocolH3 = "h3" // HTTP/3 over QUIC (ALPN h3, RFC 9114 §3.1)
-)
-
-// UpstreamConfig is one upstream: its routes, policy, transport settings and
-// static backends. Discovered backends arrive through SetDiscovered.
-type UpstreamConfig struct {
-	upstream.Config
-	Routes []RouteConfig
-	Static []upstream.Spec
-	// MaxRequestBodyBytes replaces the listener's Limits.MaxRequestBodyBytes
-	// for requests routed to this upstream, in bytes; 0 means the
-	// listener's. Apply switches it at once.
-	MaxRequestBodyBytes int64
-	// RateLimit limits the requests routed to this upstream, after the
-	// listener's limit (ratelimit.Config, Gateway.admitRate); nil means
-	// none. On Apply an unchanged block keeps its buckets, a changed one
-	// starts with an empty table.
-	RateLimit *ratelimit.Config
-	// BodyIdleTimeout bounds each wait for the backend's next response body
-	// bytes (0: DefaultBodyIdleTimeout, 60s); past it the client's stream is
-	// reset and the backend blamed (timeouts.go). RequestTimeout bounds the
-	// whole exchange, every attempt and the response body included (0:
-	// none); past it the client gets 504 request_timeout, or a reset once
-	// the response started. Neither applies to tunnels. Apply switches them
-	// at once.
-	BodyIdleTimeout, RequestTimeout time.Duration
-
-	// Concurrency limits (admission.go); Apply switches them at once and
-	// requests in flight keep their slots. A request holds its slots from
-	// admission until its response is done (body copied, tunnel closed);
-	// one refused by any limit never reaches a backend.
-	//
-	// MaxRequests bounds the requests in flight to the upstream (queued
-	// ones not counted); 0 means no limit. Over it a request gets 503
-	// overloaded with Retry-After: at once when MaxQueue is 0, otherwise
-	// after waiting its turn (FIFO) for up to QueueTimeout (≤ 0: until a
-	// slot frees or the client leaves) among at most MaxQueue others; a
-	// request that finds the queue full is refused at once.
-	MaxRequests, MaxQueue int
-	QueueTimeout          time.Duration
-	// MaxRequestsPerBackend bounds the requests in flight to each backend;
-	// 0 means no limit. The pick skips a full backend (every policy); when
-	// every healthy backend is full the request gets 503 overloaded, not
-	// no_healthy_backend. A rebuilt upstream (changed transport settings)
-	// counts its new backends from 0 while the old ones drain.
-	MaxRequestsPerBackend int
-	// Retry is the upstream's retry policy (retry.Policy.Validate); the
-	// zero value stands for retry.Default(): one retry of a connect failure
-	// or refused stream. Attempts = 1 turns retries off. Hedge sends copies
-	// of slow safe requests (the zero value: off). Apply switches both at
-	// once; the retry budget's count carries over.
-	Retry retry.Policy
-	Hedge retry.Hedge
-}
-
-// concurrencyLimits is the upstream queue and cap of uc.
-func (uc UpstreamConfig) concurrencyLimits() concurrency.Limits {
-	return concurrency.Limits{Max: uc.MaxRequests, MaxQueue: uc.MaxQueue, QueueTimeout: uc.QueueTimeout}
-}
-
-// RouteConfig is one route of an upstream (see route.Definition for the
-// matching rules).
-type RouteConfig struct {
-	Host       string
-	PathPrefix string
-	Methods    []string
-	// Upgrades lists the protocols the route tunnels to HTTP/1.1 backends
-	// (case-insensitive upgrade tokens, e.g. "websocket"): an HTTP/1.1
-	// Upgrade, or an extended CONNECT's :protocol (RFC 8441, RFC 9220).
-	// nil means DefaultUpgrades (WebSocket); an empty, non-nil slice
-	// refuses every upgrade (403 upgrade_not_allowed).
-	Upgrades []string
-}
 
 // table is one immutable generation of routing state.
 type table struct {
@@ -222,14 +53,14 @@ type Gateway struct {
 	paths atomic.Pointer[pathnorm.PathOptions]
 
 	mu        sync.Mutex // serializes Apply, SetDiscovered, Start and Shutdown
-	listeners map[string]*listener
-	draining  []*listener // taken by Shutdown; Close still reaches them
+	listeners map[string]*ingress.Listener
+	draining  []*ingress.Listener // taken by Shutdown; Close still reaches them
 	shutdown  bool
 	// retired are upstreams a reload replaced or removed, kept while their
 	// backends still drain requests, for Backends.
 	retired []*upstream.Upstream
 
-	drains      drains                                 // ingresses a reload stopped, still draining
+	drains      ingress.Drains                         // ingresses a reload stopped, still draining
 	tlsSettings atomic.Pointer[map[string]tlsSettings] // observers.go
 
 	stopSampling context.CancelFunc
@@ -250,7 +81,7 @@ func New(cfg Config) (*Gateway, error) {
 		log = hclog.NewNullLogger()
 	}
 	gm := observe.NewMetrics(cfg.Metrics)
-	g := &Gateway{log: log, qlog: cfg.QUICLogger, listeners: map[string]*listener{}, workers: newWorkers(),
+	g := &Gateway{log: log, qlog: cfg.QUICLogger, listeners: map[string]*ingress.Listener{}, workers: newWorkers(),
 		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests}),
 		obs: observe.Observers{Metrics: gm, Access: observe.NewAccessLog(log.Named("access_log"), gm),
 			Tracing: new(observe.Tracing), Traffic: new(observe.Traffic), Log: log}}
@@ -467,7 +298,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.shutdown = true
 	ls := g.listeners
-	g.listeners = map[string]*listener{}
+	g.listeners = map[string]*ingress.Listener{}
 	for _, l := range ls {
 		g.draining = append(g.draining, l)
 	}
@@ -479,7 +310,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := l.shutdown(ctx); err != nil {
+			if err := l.Shutdown(ctx); err != nil {
 				emu.Lock()
 				errs = append(errs, err)
 				emu.Unlock()
@@ -487,7 +318,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	g.drains.wait(ctx)
+	g.drains.Wait(ctx)
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}

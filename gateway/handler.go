@@ -5,7 +5,10 @@ import (
 	"net/http"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/ingress"
+	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
+	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 )
 
 // serve routes r, picks a backend and proxies the exchange. It is the
@@ -41,8 +44,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.malformed(w, answer.InvalidMethod)
 		return
 	}
-	tr, tunneled := tunnelOf(r) // upgrade.go
-	if r.Method == http.MethodConnect && !tr.extended {
+	tr, tunneled := tunnel.Of(r)
+	if r.Method == http.MethodConnect && !tr.Extended {
 		// Plain CONNECT: the gateway is not a forward proxy.
 		rec.finish(w, nil, nil, answer.MethodNotSupported)
 		return
@@ -55,13 +58,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	if r.ContentLength == 0 && r.Body != nil && r.Body != http.NoBody {
 		// "content-length: 0": the request goes out without a body, so the
-		// stream must end right here (RFC 9114 §4.1.2), as exactBody checks
+		// stream must end right here (RFC 9114 §4.1.2), as reqbody checks
 		// for longer ones.
-		sb := watchStall(w, r.Body, lim.ClientBodyTimeout)
-		err := (&exactBody{ReadCloser: sb}).confirmEnd()
-		sb.stop()
+		sb := reqbody.WatchStall(w, r.Body, lim.ClientBodyTimeout)
+		err := reqbody.ConfirmEnd(sb)
+		sb.Stop()
 		if err != nil {
-			rec.clientBodyFailed(w, nil, nil, bodyErrorKind(err), false)
+			rec.clientBodyFailed(w, nil, nil, reqbody.Kind(err), false)
 			return
 		}
 	}
@@ -76,7 +79,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	method := r.Method
-	if tr.extended {
+	if tr.Extended {
 		method = http.MethodGet // what the backend gets (tunnel.go)
 	}
 	rt := tbl.routes.Match(r.Host, path, method)
@@ -86,7 +89,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	rec.routed(rt.PathPrefix, rt.Host)
 	up := rt.Target
-	switch earlyDataAction(r.Method, inEarlyData(r)) {
+	switch earlyDataAction(r.Method, ingress.InEarlyData(r)) {
 	case earlyReject:
 		rec.finish(w, up, nil, answer.TooEarly)
 		return
@@ -118,9 +121,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	defer held.release() // once the response is done
-	settleBody(w, r)     // before a backend is picked: it may wait for the body's first byte
-	rec.body = limitBody(w, r, maxBody, lim.ClientBodyTimeout)
-	defer rec.body.stop()
+	reqbody.Settle(w, r) // before a backend is picked: it may wait for the body's first byte
+	rec.body = reqbody.Limit(w, r, maxBody, lim.ClientBodyTimeout)
+	defer rec.body.Stop()
 	b := g.pick(&rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // memBackend answers every request with a fixed 64-byte body, in memory.
@@ -111,7 +112,7 @@ func BenchmarkRemoveHopHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h := src.Clone()
-		removeHopHeaders(h)
+		wire.RemoveHopHeaders(h)
 	}
 }
 
@@ -177,6 +178,6 @@ func BenchmarkOutgoing(b *testing.B) {
 		RemoteAddr: "127.0.0.1:40000", ContentLength: 0, Body: http.NoBody}).WithContext(b.Context())
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = outgoing(r.Context(), r, be, nil, false, nil)
+		_, _ = wire.Outgoing(r.Context(), r, be, wire.Body{}, false, nil)
 	}
 }

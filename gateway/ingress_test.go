@@ -230,8 +230,8 @@ func TestReloadChangesProtocols(t *testing.T) {
 	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
 		t.Fatal(err)
 	}
-	if h.gw.listeners["test"] != l || get(h2) != 200 || get(h.client) != 200 || countConns(l) != 1 {
-		t.Fatalf("after turning TCP on: same listener %v, QUIC connections %d", h.gw.listeners["test"] == l, countConns(l))
+	if h.gw.listeners["test"] != l || get(h2) != 200 || get(h.client) != 200 || l.QUICConns() != 1 {
+		t.Fatalf("after turning TCP on: same listener %v, QUIC connections %d", h.gw.listeners["test"] == l, l.QUICConns())
 	}
 	lc.Protocols = []string{ProtocolH3}
 	if err := h.gw.Apply(t.Context(), Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
@@ -244,8 +244,8 @@ func TestReloadChangesProtocols(t *testing.T) {
 		}
 		return err != nil
 	}, "the TCP socket to close")
-	if get(h.client) != 200 || countConns(l) != 1 {
-		t.Fatalf("the QUIC connection did not survive: %d", countConns(l))
+	if get(h.client) != 200 || l.QUICConns() != 1 {
+		t.Fatalf("the QUIC connection did not survive: %d", l.QUICConns())
 	}
 }
 
@@ -373,5 +373,5 @@ func TestH3RequestOutlivesIdleTimeout(t *testing.T) {
 		t.Fatalf("a request slower than idle_timeout: %v %q", r.err, r.body)
 	}
 	l := h.gw.listeners["test"]
-	eventually(t, 5*time.Second, func() bool { return countConns(l) == 0 }, "the idle connection to close")
+	eventually(t, 5*time.Second, func() bool { return l.QUICConns() == 0 }, "the idle connection to close")
 }

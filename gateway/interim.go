@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 )
@@ -122,7 +123,7 @@ func (iw *interim) got1xx(code int, h textproto.MIMEHeader) error {
 	for k, v := range h {
 		dst[k] = v
 	}
-	removeHopHeaders(dst)
+	wire.RemoveHopHeaders(dst)
 	// A 1xx has no content: Content-Length is forbidden there
 	// (RFC 9110 §8.6) and strict clients reset the stream on it.
 	delete(dst, "Content-Length")

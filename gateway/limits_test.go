@@ -235,7 +235,7 @@ func TestBodyOfUnknownLengthArrivingLater(t *testing.T) {
 		l := h.gw.listeners["test"]
 		pr, pw := io.Pipe()
 		go func() {
-			for deadline := time.Now().Add(10 * time.Second); l.active.Load() == 0 && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); l.InFlight() == 0 && time.Now().Before(deadline); {
 				time.Sleep(time.Millisecond)
 			}
 			pw.Write([]byte("late body"))

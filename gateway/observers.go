@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/certs"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // The gateway's side of its observers (gateway/observe): the sampled
@@ -115,6 +118,24 @@ func (g *Gateway) setListenerTLS(lcs []ListenerConfig) {
 	}
 	g.tlsSettings.Store(&m)
 	g.sampleTLS(time.Now())
+}
+
+// withClientCert returns ctx carrying r's X-Forwarded-Client-Cert value
+// (wire.WithClientCert) when r's listener forwards client certificates and
+// the handshake verified r's (r.TLS.VerifiedChains; net/http and quic-go's
+// http3 both set r.TLS); otherwise ctx itself.
+func (g *Gateway) withClientCert(ctx context.Context, listener string, r *http.Request) context.Context {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return ctx
+	}
+	if m := g.tlsSettings.Load(); m == nil || !(*m)[listener].forwardClientCert {
+		return ctx
+	}
+	id, ok := certs.VerifiedIdentity(r.TLS)
+	if !ok {
+		return ctx
+	}
+	return wire.WithClientCert(ctx, id.XFCC())
 }
 
 // sampleTLS sets the certificate expiry gauges. A certificate or listener

@@ -201,7 +201,7 @@ func (h *harness) listenerConfig() ListenerConfig {
 	h.gw.mu.Lock()
 	defer h.gw.mu.Unlock()
 	for name, l := range h.gw.listeners {
-		return ListenerConfig{Name: name, Address: l.addr, TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}}
+		return ListenerConfig{Name: name, Address: l.Address(), TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}}
 	}
 	h.t.Fatal("no listener")
 	return ListenerConfig{}

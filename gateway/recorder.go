@@ -15,8 +15,11 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
+	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
+	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // recorder builds the one Outcome of a request (architecture.md "Request
@@ -32,15 +35,15 @@ type recorder struct {
 	w        http.ResponseWriter
 	grpc     *grpcCall // nil unless a gRPC request
 	// requestID is the request's x-request-id as a field value slice of
-	// one entry, shared with r.Header (requestIDOf): sent to the backend,
+	// one entry, shared with r.Header (wire.RequestID): sent to the backend,
 	// set on every answer (setRequestID) and logged.
 	requestID []string
 	// body is the request body as read from the client (nil: none), which
 	// counts the bytes relayed.
-	body *stallBody
+	body *reqbody.Stall
 	// tunnel is the open tunnel, whose bytes and lifetime the Outcome
 	// reports (nil: none).
-	tunnel *tunnel
+	tunnel *tunnel.Tunnel
 	// set: the result is in out.
 	set bool
 	out observe.Outcome
@@ -56,7 +59,7 @@ func (rec *recorder) begin(g *Gateway, listener string, w http.ResponseWriter, r
 	start := time.Now()
 	rec.g, rec.listener, rec.r, rec.w = g, listener, r, w
 	rec.grpc = newGRPCCall(w, r, start)
-	rec.requestID = requestIDOf(r)
+	rec.requestID = wire.RequestID(r)
 	rec.out.Start, rec.out.Listener = start, listener
 	rec.out.Span = g.obs.Tracing.StartServer(r, start, rec.id(), listener)
 }
@@ -73,7 +76,7 @@ func (rec *recorder) id() string {
 // backend's own x-request-id: the client sees the ID its backend got.
 func (rec *recorder) setRequestID(h http.Header) {
 	if rec.requestID != nil {
-		h[requestIDField] = rec.requestID
+		h[wire.RequestIDField] = rec.requestID
 	}
 }
 
@@ -119,9 +122,9 @@ func (rec *recorder) emit() {
 	}
 	if t := rec.tunnel; t != nil {
 		o.Tunnel = true
-		o.BytesIn, o.BytesOut = t.toBackend.sent.Load(), t.toClient.sent.Load()
+		o.BytesIn, o.BytesOut = t.Bytes()
 	} else {
-		o.BytesIn = rec.body.received()
+		o.BytesIn = rec.body.Received()
 	}
 	if rec.grpc != nil {
 		o.GRPCStatus = rec.grpc.outcome(o.Status)
@@ -140,7 +143,7 @@ func (rec *recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *ups
 	}
 	rec.setRequestID(w.Header())
 	rec.result(up, b, a.Status, a.Reason)
-	if isGRPC(rec.r.Header) {
+	if wire.IsGRPC(rec.r.Header) {
 		writeGRPCError(w, a)
 		return
 	}
@@ -174,7 +177,7 @@ func (rec *recorder) malformed(w http.ResponseWriter, a answer.Answer) {
 // stream error of type H3_MESSAGE_ERROR (RFC 9114 §4.1.2), or a reset if the
 // response had started. A canceled one is recorded as 499 and the stream
 // reset: never a clean, empty 200.
-func (rec *recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, failure int32, started bool) {
+func (rec *recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstream, b *upstream.Backend, failure reqbody.Failure, started bool) {
 	if a, ok := bodyLimitAnswer(failure); ok {
 		// A limit, not a malformed request: answered while it can be.
 		if started {
@@ -187,9 +190,9 @@ func (rec *recorder) clientBodyFailed(w http.ResponseWriter, up *upstream.Upstre
 	}
 	a := answer.ClientBodyIncomplete
 	switch failure {
-	case bodyMalformed:
+	case reqbody.Malformed:
 		a = answer.ClientBodyMalformed
-	case bodyCanceled:
+	case reqbody.Canceled:
 		rec.result(up, b, answer.ClientCanceled.Status, answer.ClientCanceled.Reason)
 		panic(http.ErrAbortHandler)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
 // idBackend records the x-request-id values of every request it gets and
@@ -121,7 +122,7 @@ func TestRequestIDPassesOrIsReplaced(t *testing.T) {
 
 		insane := map[string][]string{
 			"none":         nil,
-			"too long":     {strings.Repeat("x", MaxRequestIDBytes+1)},
+			"too long":     {strings.Repeat("x", wire.MaxRequestIDBytes+1)},
 			"control char": {"a\tb"},
 			"two fields":   {"first", "second"},
 			"comma list":   {"first,second"},

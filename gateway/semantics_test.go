@@ -151,8 +151,8 @@ func TestB13HeaderSectionLimit(t *testing.T) {
 		hits.Store(0)
 		// The limit the gateway advertises on its control stream.
 		limit := advertisedFieldSectionSize(t, dialRaw(t, h))
-		if limit != defaultMaxHeaderBytes {
-			t.Fatalf("advertised SETTINGS_MAX_FIELD_SECTION_SIZE %d, want %d", limit, defaultMaxHeaderBytes)
+		if limit != (Limits{}).Resolved().MaxHeaderBytes {
+			t.Fatalf("advertised SETTINGS_MAX_FIELD_SECTION_SIZE %d, want %d", limit, (Limits{}).Resolved().MaxHeaderBytes)
 		}
 		base := reqFields("GET", "/")
 		size := 0

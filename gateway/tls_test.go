@@ -24,6 +24,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
+	"github.com/impulse-agent/impulse-agent/gateway/wire"
 	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
@@ -163,7 +164,7 @@ func xfccEcho(t *testing.T) *httptest.Server {
 	return newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var got []string
 		for k, vs := range r.Header {
-			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), headerXFCC) {
+			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), wire.XFCCField) {
 				for _, v := range vs {
 					got = append(got, k+": "+v)
 				}
@@ -192,8 +193,8 @@ func TestI01ClientCertificates(t *testing.T) {
 	other := otherCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true})
 	expired := clientCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour)})
 	sum := sha256.Sum256(valid.Certificate[0])
-	wantXFCC := headerXFCC + ": Hash=" + hex.EncodeToString(sum[:]) + `;Subject="CN=web-client,O=impulse tests";URI=spiffe://test/web;DNS=web.test`
-	spoofed := http.Header{headerXFCC: {"Hash=forged"}, "X-Forwarded_Client_Cert": {"Hash=forged"}}
+	wantXFCC := wire.XFCCField + ": Hash=" + hex.EncodeToString(sum[:]) + `;Subject="CN=web-client,O=impulse tests";URI=spiffe://test/web;DNS=web.test`
+	spoofed := http.Header{wire.XFCCField: {"Hash=forged"}, "X-Forwarded_Client_Cert": {"Hash=forged"}}
 
 	backend := xfccEcho(t)
 	listen := func(mode certs.ClientAuth, forward bool) string {

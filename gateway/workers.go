@@ -3,9 +3,10 @@ package gateway
 import (
 	"net/http"
 
-	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"sync"
 	"sync/atomic"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
 )
 
 // maxWorkers bounds the pool of warm proxy goroutines; requests beyond it

@@ -2,7 +2,7 @@
 // server, which announces SETTINGS_ENABLE_CONNECT_PROTOCOL only when
 // GODEBUG holds http2xconnect=1 as net/http and x/net/http2 initialize
 // (golang/go#71128 keeps it off by default). The gateway translates
-// WebSocket over HTTP/2 to an HTTP/1.1 upgrade (gateway/tunnel.go), so it
+// WebSocket over HTTP/2 to an HTTP/1.1 upgrade (gateway/tunnel), so it
 // can announce it.
 //
 // The setting is read once, in those packages' init functions: this package
