@@ -1,5 +1,10 @@
-// Package gateway is impulse-agent's dataplane: HTTP/3 listeners, the
-// request handler, the route table and the upstreams with their backends.
+// Package gateway is impulse-agent's dataplane: the one request pipeline
+// every ingress hands its requests to (handler.go: validate → route →
+// admit → attempts → record) and the wiring of its parts: the listeners
+// (gateway/ingress), tunnels (gateway/tunnel), the backend request and
+// response rules (gateway/wire), the client's body (gateway/reqbody), the
+// observers of every request's Outcome (gateway/observe), the retry state
+// (gateway/retry), the route table and the upstreams with their backends.
 // It knows nothing of Consul or HCL; the agent converts those into Config
 // and membership updates.
 package gateway

@@ -29,8 +29,9 @@ func tcpShapes() []shape {
 	return out
 }
 
-// tcpKeys are the targets of the TCP section, in table order.
-var tcpKeys = []string{keyDirectTLS, keyAgentH1, keyCaddy, keyCaddyDeb, keyTraefik}
+// tcpKeys are the targets of the TCP section, in table order; the
+// previous build of the agent (BASELINE) only when it is built.
+var tcpKeys = []string{keyDirectTLS, keyAgentH1, keyAgentBase, keyCaddy, keyCaddyDeb, keyTraefik}
 
 // runTCP measures the TCP shapes with h2load on every server of tcpKeys
 // that answers over TCP (one probe per protocol first; the agent before
@@ -125,6 +126,11 @@ func (v *verdicts) tcp(sh shape, sums map[string]summary, paired []float64) {
 	agent, ok := sums[keyAgentH1]
 	if !ok {
 		return
+	}
+	// A refactoring costs nothing: the TCP small GETs cost no more CPU
+	// than in the previous build, measured in the same run.
+	if base, ok := sums[keyAgentBase]; ok {
+		v.add("CPU/req agent TCP ÷ previous build", sh.short(), ratio(agent.cpuPerReq, base.cpuPerReq), 1.0, true, fmtRatio)
 	}
 	best, bestKey := math.Inf(1), ""
 	for _, k := range []string{keyCaddy, keyTraefik} {
