@@ -17,6 +17,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // stallBackend is an HTTP/1.1 backend whose requests wait for a token on
@@ -174,7 +175,7 @@ func TestR06QueueWaves(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		var mu sync.Mutex
 		inFlight, peak := 0, 0
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			inFlight++
 			peak = max(peak, inFlight)

@@ -15,6 +15,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestIncompleteRequestBodyIsTheClients: a request whose stream ends before
@@ -32,9 +33,9 @@ func TestIncompleteRequestBodyIsTheClients(t *testing.T) {
 			})
 			var a, b *httptest.Server
 			if proto == "h1" {
-				a, b = newH1Backend(t, hf), newH1Backend(t, hf)
+				a, b = testbackend.NewH1(t, hf), testbackend.NewH1(t, hf)
 			} else {
-				a, b = newH2Backend(t, hf), newH2Backend(t, hf)
+				a, b = testbackend.NewH2(t, hf), testbackend.NewH2(t, hf)
 			}
 			uc := staticUpstream("web", "/", a, b)
 			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
@@ -82,7 +83,7 @@ func TestIncompleteRequestBodyIsTheClients(t *testing.T) {
 func TestSlowRequestBodyIsNotHeldBack(t *testing.T) {
 	const pieces = 5
 	got := make(chan time.Time, pieces) // when the backend had each KiB
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 64<<10)
 		total := 0
 		for {

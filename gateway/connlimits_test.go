@@ -14,6 +14,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestLimitHeaderBytesH2: over HTTP/2 the limit is advertised in
@@ -66,7 +68,7 @@ func closedByPeer(t *testing.T, c net.Conn, what string) {
 // handshake, or its HTTP/1.1 header section, within read_header_timeout
 // is disconnected.
 func TestLimitReadHeaderTimeout(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{ReadHeaderTimeout: 300 * time.Millisecond}}, ProtocolH1, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{ReadHeaderTimeout: 300 * time.Millisecond}}, ProtocolH1, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	addr := h.gw.Addrs()["test"].String()
 	raw, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -89,7 +91,7 @@ func TestLimitReadHeaderTimeout(t *testing.T) {
 // whose header block never ends (Go's server has no header timeout there).
 func TestLimitIdleTimeout(t *testing.T) {
 	lc := ListenerConfig{Limits: Limits{IdleTimeout: 300 * time.Millisecond}}
-	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	up := staticUpstream("u", "/", testbackend.NewH1(t, named("u")))
 	t.Run(ProtocolH1, func(t *testing.T) {
 		h := startHarness(t, lc, ProtocolH1, up)
 		c, err := tls.Dial("tcp", h.gw.Addrs()["test"].String(), &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
@@ -139,7 +141,7 @@ func TestLimitIdleTimeout(t *testing.T) {
 // CONNECTION_REFUSED and a TCP one waits (its TLS handshake does not
 // start); once a connection closes, a new one gets in.
 func TestLimitMaxConnections(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConnections: 2}}, ProtocolH1, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConnections: 2}}, ProtocolH1, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	addr := h.gw.Addrs()["test"].String()
 	l := h.gw.listeners["test"]
 	tlsConf := &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}}
@@ -197,7 +199,7 @@ func TestLimitMaxConnections(t *testing.T) {
 // TestLimitMaxConcurrentStreams: HTTP/2 advertises max_concurrent_streams
 // in SETTINGS; HTTP/3 grants that many bidirectional streams.
 func TestLimitMaxConcurrentStreams(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConcurrentStreams: 3}}, ProtocolH2, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConcurrentStreams: 3}}, ProtocolH2, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	if got := dialH2(t, h).settings[http2.SettingMaxConcurrentStreams]; got != 3 {
 		t.Errorf("HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS %d, want 3", got)
 	}

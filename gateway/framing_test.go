@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 )
@@ -41,7 +42,7 @@ type h1Seen struct {
 // framing on the returned channel.
 func newFramingH1Backend(t *testing.T) (*httptest.Server, chan h1Seen) {
 	seen := make(chan h1Seen, 16)
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		seen <- h1Seen{method: r.Method, contentLength: r.Header["Content-Length"], te: r.TransferEncoding, body: int(n)}
 		io.WriteString(w, "ok")
@@ -146,7 +147,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 	t.Run("h1", func(t *testing.T) {
 		arrived := make(chan int, 16)
 		seen := make(chan h1Seen, 1)
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			buf, total := make([]byte, 1024), 0
 			for {
 				n, err := r.Body.Read(buf)
@@ -171,7 +172,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 	})
 	t.Run("h2", func(t *testing.T) {
 		arrived := make(chan int, 16)
-		be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			buf, total := make([]byte, 1024), 0
 			var err error
 			for err == nil {
@@ -209,9 +210,9 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 				b, _ := io.ReadAll(r.Body)
 				io.WriteString(w, string(b))
 			})
-			be := newH1Backend(t, hf)
+			be := testbackend.NewH1(t, hf)
 			if proto == "h2" {
-				be = newH2Backend(t, hf)
+				be = testbackend.NewH2(t, hf)
 			}
 			h := newHarness(t, staticUpstream("u", "/", be))
 			conn := dialRaw(t, h)
@@ -252,7 +253,7 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 // quic-go stop answering such a read with io.EOF, every GET would take the
 // bounded probe instead, and none would here.
 func TestB15EmptyBodyKnownWithoutWaiting(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	const n = 20
 	before := reqbody.Probes()

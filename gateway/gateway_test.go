@@ -16,6 +16,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // harness is a running gateway on a loopback port (UDP and TCP) with a
@@ -175,21 +176,6 @@ func poolOf(s *httptest.Server) *x509.CertPool {
 	return p
 }
 
-// newH2Backend is an HTTP/2-over-TLS backend.
-func newH2Backend(t *testing.T, h http.Handler) *httptest.Server {
-	s := httptest.NewUnstartedServer(h)
-	s.EnableHTTP2 = true
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func newH1Backend(t *testing.T, h http.Handler) *httptest.Server {
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 	t.Helper()
@@ -205,7 +191,7 @@ func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 // TestReloadKeepsUpstreamWithEqualTLS: an Apply with an equal but newly
 // built TLS configuration keeps the upstream (and its backends' health).
 func TestReloadKeepsUpstreamWithEqualTLS(t *testing.T) {
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	uc := staticUpstream("u", "/", be)
 	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,20 +15,8 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// newH2CBackend is a cleartext HTTP/2 backend that speaks nothing else: a
-// net/http server whose only protocol is UnencryptedHTTP2 (prior knowledge,
-// RFC 9113 §3.3), so an HTTP/1.1 request would fail.
-func newH2CBackend(t *testing.T, h http.Handler) *httptest.Server {
-	t.Helper()
-	s := httptest.NewUnstartedServer(h)
-	s.Config.Protocols = new(http.Protocols)
-	s.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
 
 // h2cSpec is the h2c:// backend spec of a server listening on addr.
 func h2cSpec(id, addr string) upstream.Spec {
@@ -58,7 +45,7 @@ func TestH2CBackend(t *testing.T) {
 		var proto []string
 		var te []string
 		release := make(chan struct{})
-		be := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			proto = append(proto, r.Proto+" tls="+strconv.FormatBool(r.TLS != nil))
 			te = r.Header.Values("Te")
@@ -146,7 +133,7 @@ func TestH2CActiveCheck(t *testing.T) {
 		var healthy atomic.Bool
 		healthy.Store(true)
 		var checks, nonH2 atomic.Int64
-		be := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/health" {
 				checks.Add(1)
 				if r.ProtoMajor != 2 || r.TLS != nil {

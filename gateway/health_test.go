@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // flappy is a backend whose health endpoint and traffic answers can be
@@ -22,7 +23,7 @@ type flappy struct {
 func newFlappy(t *testing.T, name string) *flappy {
 	f := &flappy{}
 	f.healthy.Store(true)
-	f.Server = newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			if !f.healthy.Load() {
 				w.WriteHeader(503)
@@ -92,7 +93,7 @@ func TestPassiveEjectionBoundsErrors(t *testing.T) {
 		a, b := newFlappy(t, "a"), newFlappy(t, "b")
 		var dead atomic.Bool
 		var cHits atomic.Int64
-		c := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if dead.Load() {
 				w.WriteHeader(503)
 				return
@@ -128,7 +129,7 @@ func TestPassiveEjectionBoundsErrors(t *testing.T) {
 // backend as path and query, not as an escaped path.
 func TestActiveCheckPathWithQuery(t *testing.T) {
 	got := make(chan string, 16)
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case got <- r.URL.Path + " ? " + r.URL.RawQuery:
 		default:
@@ -154,12 +155,12 @@ func TestActiveCheckPathWithQuery(t *testing.T) {
 func TestBackendsReportDraining(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
 		<-release
 		io.WriteString(w, "done")
 	}))
-	other := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	other := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("old", "/old", slow), staticUpstream("new", "/", other))
 	done := make(chan int, 1)
 	go func() {
@@ -200,8 +201,8 @@ func TestBackendsReportDraining(t *testing.T) {
 // instead of starting it over as "unknown" and eligible.
 func TestReloadKeepsBackendHealth(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		up := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-		down := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		up := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		down := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		down.Close() // connection refused from now on
 		uc := staticUpstream("web", "/", up, down)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,

@@ -11,6 +11,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // slowBackend answers after delay unless its request is canceled first,
@@ -45,7 +46,7 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		slow := newSlowBackend(2 * time.Second)
 		fast := newHits()
-		uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, okBackend(fast)))
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), testbackend.NewH1(t, okBackend(fast)))
 		uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 		h := newHarnessOver(t, ingress, uc)
@@ -93,7 +94,7 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 // hedge is sent; the refusals are counted.
 func TestHedgesCountAgainstTheBudget(t *testing.T) {
 	slow := newSlowBackend(150 * time.Millisecond)
-	uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, slow))
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), testbackend.NewH1(t, slow))
 	uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
 	uc.Retry = retry.Default()
 	uc.Retry.Budget = retry.Budget{Percent: 0, MinConcurrency: 0}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // Tests of the upstream timeout ladder's pipeline part (timeouts.go):
@@ -29,9 +30,9 @@ import (
 // backend.
 func backendOver(t *testing.T, proto string, hf http.HandlerFunc) *httptest.Server {
 	if proto == "h1" {
-		return newH1Backend(t, hf)
+		return testbackend.NewH1(t, hf)
 	}
-	return newH2Backend(t, hf)
+	return testbackend.NewH2(t, hf)
 }
 
 // ejectOnFirstFailure makes one passive-health failure eject a backend, so

@@ -11,6 +11,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // countingBackend is an HTTP/1.1 backend that reads each request body to
@@ -21,7 +22,7 @@ type countingBackend struct {
 }
 
 func (cb *countingBackend) start(t *testing.T) UpstreamConfig {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cb.hits.Add(1)
 		n, _ := io.Copy(io.Discard, r.Body)
 		for {

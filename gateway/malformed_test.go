@@ -15,6 +15,8 @@ import (
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestMalformedRequestsAreStreamErrors sends hand-encoded HEADERS frames that
@@ -22,7 +24,7 @@ import (
 // of type H3_MESSAGE_ERROR (0x10e), never forwarded to a backend.
 func TestMalformedRequestsAreStreamErrors(t *testing.T) {
 	var hits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	valid := []qpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "localhost"}, {Name: ":path", Value: "/"}}
 	cases := map[string][]qpack.HeaderField{
@@ -143,9 +145,9 @@ func TestB14ContentLengthMismatchIsMalformed(t *testing.T) {
 					whole.Add(1)
 				}
 			})
-			be := newH1Backend(t, hf)
+			be := testbackend.NewH1(t, hf)
 			if proto == "h2" {
-				be = newH2Backend(t, hf)
+				be = testbackend.NewH2(t, hf)
 			}
 			h := newHarness(t, staticUpstream("u", "/", be))
 			conn := dialRaw(t, h)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // ncRow is one rule of the no-content conformance table: a backend answer,
@@ -195,8 +197,8 @@ func TestNoContentConformance(t *testing.T) {
 			defer mu.Unlock()
 			return *h2scripts[path]
 		}),
-		"h1 net/http": staticUpstream("u", "/", newH1Backend(t, mux)),
-		"h2 net/http": staticUpstream("u", "/", newH2Backend(t, mux)),
+		"h1 net/http": staticUpstream("u", "/", testbackend.NewH1(t, mux)),
+		"h2 net/http": staticUpstream("u", "/", testbackend.NewH2(t, mux)),
 	}
 	for _, name := range []string{"h1 scripted", "h2 framer", "h1 net/http", "h2 net/http"} {
 		t.Run(name, func(t *testing.T) {

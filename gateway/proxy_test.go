@@ -21,6 +21,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 func named(name string) http.Handler {
@@ -31,7 +32,7 @@ func named(name string) http.Handler {
 }
 
 func TestNoRouteIs404(t *testing.T) {
-	h := newHarness(t, staticUpstream("api", "/api", newH1Backend(t, named("a"))))
+	h := newHarness(t, staticUpstream("api", "/api", testbackend.NewH1(t, named("a"))))
 	resp := h.get("/other")
 	defer resp.Body.Close()
 	if resp.StatusCode != 404 || resp.Header.Get("X-Impulse-Error") != "no_route" {
@@ -44,7 +45,7 @@ func TestNoRouteIs404(t *testing.T) {
 func TestB03NoFallThrough(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		var uiHits atomic.Int64
-		ui := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { uiHits.Add(1) }))
+		ui := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { uiHits.Add(1) }))
 		api := UpstreamConfig{Config: upstream.Config{Name: "sales-api", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/sales/api"}}}
 		h := newHarnessOver(t, ingress, staticUpstream("sales-ui", "/sales", ui), api)
 
@@ -85,9 +86,9 @@ func TestForwardHeaders(t *testing.T) {
 				})
 				var be *httptest.Server
 				if proto == "h1" {
-					be = newH1Backend(t, hf)
+					be = testbackend.NewH1(t, hf)
 				} else {
-					be = newH2Backend(t, hf)
+					be = testbackend.NewH2(t, hf)
 				}
 				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
 				req, _ := http.NewRequest("GET", h.base+"/p/a%3Fb?q=1&r=2", nil)
@@ -140,7 +141,7 @@ func TestForwardHeaders(t *testing.T) {
 
 func TestRoundRobinAndMembership(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b, c := newH1Backend(t, named("a")), newH1Backend(t, named("b")), newH1Backend(t, named("c"))
+		a, b, c := testbackend.NewH1(t, named("a")), testbackend.NewH1(t, named("b")), testbackend.NewH1(t, named("c"))
 		uc := UpstreamConfig{Config: upstream.Config{Name: "web", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/"}}}
 		h := newHarnessOver(t, ingress, uc)
 		set := func(servers ...*httptest.Server) {
@@ -182,9 +183,9 @@ func TestRoundRobinAndMembership(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		closed := newH1Backend(t, named("x"))
+		closed := testbackend.NewH1(t, named("x"))
 		closed.Close()
-		slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slow := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
@@ -212,7 +213,7 @@ func TestBackendErrors(t *testing.T) {
 }
 
 func TestTLSVerificationIsOn(t *testing.T) {
-	be := newH2Backend(t, named("a"))
+	be := testbackend.NewH2(t, named("a"))
 	uc := staticUpstream("u", "/", be)
 	uc.TLS = nil // system roots: the test certificate is not trusted
 	h := newHarness(t, uc)
@@ -227,7 +228,7 @@ func TestTLSVerificationIsOn(t *testing.T) {
 // a body must never look like a complete response to the client.
 func TestMidBodyFailureResetsStream(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "1000000")
 			w.WriteHeader(200)
 			w.Write(bytes.Repeat([]byte("x"), 1000))
@@ -269,9 +270,9 @@ func TestStreamingBodiesBothWays(t *testing.T) {
 				})
 				var be *httptest.Server
 				if proto == "h1" {
-					be = newH1Backend(t, echo)
+					be = testbackend.NewH1(t, echo)
 				} else {
-					be = newH2Backend(t, echo)
+					be = testbackend.NewH2(t, echo)
 				}
 				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
 				const size = 8 << 20
@@ -301,7 +302,7 @@ func TestStreamingBodiesBothWays(t *testing.T) {
 
 func TestResponseTrailers(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Trailer", "X-Checksum")
 			io.WriteString(w, "body")
 			w.Header().Set("X-Checksum", "abc")
@@ -323,7 +324,7 @@ func TestResponseTrailers(t *testing.T) {
 // the client without one (the HTTP/3 writer would otherwise sniff a type).
 func TestNoInventedContentType(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, "<html>ok</html>")
 		}))
@@ -339,7 +340,7 @@ func TestNoInventedContentType(t *testing.T) {
 // TestTLSHandshakeFailureReason: an https backend that does not speak TLS is
 // a 502 backend_tls_failed, not a connect failure.
 func TestTLSHandshakeFailureReason(t *testing.T) {
-	plain := newH1Backend(t, named("plain"))
+	plain := testbackend.NewH1(t, named("plain"))
 	uc := staticUpstream("u", "/", plain)
 	uc.Static[0].Scheme = "https"
 	h := newHarness(t, uc)
@@ -356,7 +357,7 @@ func TestTLSHandshakeFailureReason(t *testing.T) {
 func TestDrainTimeoutCancelsRequests(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		started := make(chan struct{})
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "10")
 			io.WriteString(w, "12345")
 			w.(http.Flusher).Flush()
@@ -396,7 +397,7 @@ func TestDrainTimeoutCancelsRequests(t *testing.T) {
 // without one is sent without a body.
 func TestGETWithBodyIsForwarded(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "%d:%s:%v", r.ContentLength, b, r.TransferEncoding)
 		}))

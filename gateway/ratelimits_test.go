@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // rateBackend is an HTTP/1.1 backend that counts the requests it gets,
@@ -36,7 +37,7 @@ type rateBackend struct {
 
 func newRateBackend(t *testing.T) (*rateBackend, UpstreamConfig) {
 	cb := &rateBackend{byPath: map[string]int{}}
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cb.mu.Lock()
 		cb.byPath[r.URL.Path]++
 		cb.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // trailerReader is a request body that sets the request's trailers when it
@@ -40,9 +42,9 @@ func TestRequestTrailersReachBackend(t *testing.T) {
 				io.Copy(io.Discard, r.Body)
 				got <- r.Trailer.Clone()
 			})
-			be := newH1Backend(t, hf)
+			be := testbackend.NewH1(t, hf)
 			if proto == "h2" {
-				be = newH2Backend(t, hf)
+				be = testbackend.NewH2(t, hf)
 			}
 			h := newHarness(t, staticUpstream("u", "/", be))
 			for _, unknownLength := range []bool{false, true} {
@@ -79,9 +81,9 @@ func TestResponseHeaderTimeoutStartsAfterTheBody(t *testing.T) {
 				io.Copy(io.Discard, r.Body)
 				io.WriteString(w, "ok")
 			})
-			be := newH1Backend(t, hf)
+			be := testbackend.NewH1(t, hf)
 			if proto == "h2" {
-				be = newH2Backend(t, hf)
+				be = testbackend.NewH2(t, hf)
 			}
 			uc := staticUpstream("u", "/", be)
 			uc.ResponseHeaderTimeout = 200 * time.Millisecond
@@ -113,7 +115,7 @@ func wantOK(t *testing.T, h *harness, req *http.Request) {
 // not as a stream left open until the response_header timeout blames the
 // backend.
 func TestTrailersWithoutBody(t *testing.T) {
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "ok")
 	}))

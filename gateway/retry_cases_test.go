@@ -16,6 +16,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // retryOn is the default retry policy with attempts and, when given, the
@@ -136,9 +137,9 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 				good := newHits()
 				var srv *httptest.Server
 				if scheme == "https" {
-					srv = newH2Backend(t, okBackend(good))
+					srv = testbackend.NewH2(t, okBackend(good))
 				} else {
-					srv = newH1Backend(t, okBackend(good))
+					srv = testbackend.NewH1(t, okBackend(good))
 				}
 				uc := staticUpstream("u", "/", srv)
 				uc.Static = append(uc.Static, closedPort(t, "closed", scheme))
@@ -182,7 +183,7 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		bad1, bad2, good := newHits(), newHits(), newHits()
-		uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad1)), newH1Backend(t, resetBackend(bad2)), newH1Backend(t, okBackend(good)))
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, resetBackend(bad1)), testbackend.NewH1(t, resetBackend(bad2)), testbackend.NewH1(t, okBackend(good)))
 		uc.Retry = retryOn(3, retry.ConnectFailure, retry.Reset)
 		h := newHarnessOver(t, ingress, uc)
 		for i := range 15 {
@@ -228,7 +229,7 @@ func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 				resetBackend(bad)(w, r)
 			}
 		}
-		uc := staticUpstream("u", "/", newH1Backend(t, http.HandlerFunc(badHandler)), newH1Backend(t, okBackend(good)))
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, http.HandlerFunc(badHandler)), testbackend.NewH1(t, okBackend(good)))
 		uc.Retry = retryOn(2, retry.ConnectFailure, retry.RefusedStream, retry.Reset, retry.Status502, retry.Status503, retry.Status504)
 		uc.Retry.PerTryTimeout = 300 * time.Millisecond
 		// The bad backend first, always: weights make round robin send
@@ -280,7 +281,7 @@ func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 // not depend on the ingress.
 func TestR04RetryStormIsBounded(t *testing.T) {
 	bad := newHits()
-	uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)))
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, resetBackend(bad)), testbackend.NewH1(t, resetBackend(bad)), testbackend.NewH1(t, resetBackend(bad)))
 	uc.Retry = retryOn(5, retry.ConnectFailure, retry.Reset)
 	h := newHarness(t, uc)
 	const requests, concurrency = 2000, 50
@@ -334,9 +335,9 @@ func TestPerTryTimeout(t *testing.T) {
 				fast := newHits()
 				var s1, s2 *httptest.Server
 				if scheme == "https" {
-					s1, s2 = newH2Backend(t, stall), newH2Backend(t, okBackend(fast))
+					s1, s2 = testbackend.NewH2(t, stall), testbackend.NewH2(t, okBackend(fast))
 				} else {
-					s1, s2 = newH1Backend(t, stall), newH1Backend(t, okBackend(fast))
+					s1, s2 = testbackend.NewH1(t, stall), testbackend.NewH1(t, okBackend(fast))
 				}
 				uc := staticUpstream("u", "/", s1, s2)
 				uc.Static[0].Weight, uc.Static[1].Weight = 1000, 1
@@ -370,7 +371,7 @@ func TestPerTryTimeout(t *testing.T) {
 // 1) and counts a success for the other.
 func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 	good := newHits()
-	uc := staticUpstream("u", "/", newH1Backend(t, okBackend(good)))
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, okBackend(good)))
 	uc.Static = append(uc.Static, closedPort(t, "closed", "http"))
 	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 	h := newHarness(t, uc)
@@ -398,10 +399,10 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 // instead of relaying the 503 and canceling it.
 func TestHedgeFailedAnswerWaitsForARunningTry(t *testing.T) {
 	slow := newSlowBackend(300 * time.Millisecond)
-	busy := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	busy := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
-	uc := staticUpstream("u", "/", newH1Backend(t, slow), busy)
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), busy)
 	uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
 	uc.Retry = retry.Default()
 	uc.Retry.On |= retry.Status503

@@ -18,6 +18,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/quic-go/quicvarint"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // bothProtocols runs f against an HTTP/1.1 and an HTTP/2-over-TLS backend
@@ -27,9 +29,9 @@ func bothProtocols(t *testing.T, hf http.HandlerFunc, f func(t *testing.T, h *ha
 		t.Run(proto, func(t *testing.T) {
 			var be *httptest.Server
 			if proto == "h1" {
-				be = newH1Backend(t, hf)
+				be = testbackend.NewH1(t, hf)
 			} else {
-				be = newH2Backend(t, hf)
+				be = testbackend.NewH2(t, hf)
 			}
 			f(t, newHarness(t, staticUpstream("u", "/", be)))
 		})
@@ -288,7 +290,7 @@ func TestB16ExpectContinue(t *testing.T) {
 	silent := scriptedH1(t, func(r *http.Request) string {
 		return "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
 	})
-	cases := map[string]*httptest.Server{"h1": newH1Backend(t, http.HandlerFunc(handler)), "h2": newH2Backend(t, http.HandlerFunc(handler)), "h1 silent": silent}
+	cases := map[string]*httptest.Server{"h1": testbackend.NewH1(t, http.HandlerFunc(handler)), "h2": testbackend.NewH2(t, http.HandlerFunc(handler)), "h1 silent": silent}
 	for name, be := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, staticUpstream("u", "/", be))

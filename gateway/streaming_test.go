@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestB20StreamingResponsesAreNotHeldBack: a backend flushes 200 with
@@ -52,9 +54,9 @@ func TestB20StreamingResponsesAreNotHeldBack(t *testing.T) {
 				})
 				var be *httptest.Server
 				if proto == "h1" {
-					be = newH1Backend(t, hf)
+					be = testbackend.NewH1(t, hf)
 				} else {
-					be = newH2Backend(t, hf)
+					be = testbackend.NewH2(t, hf)
 				}
 				uc := staticUpstream("u", "/", be)
 				uc.ResponseHeaderTimeout = 500 * time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
@@ -19,7 +20,7 @@ func TestResumedSessionsMeetTheCurrentClientCA(t *testing.T) {
 	serverCA, oldCA, newCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "old client CA"), testpki.NewCA(t, "new client CA")
 	serverCert := serverCA.Issue(t, testpki.Leaf{CN: "gateway", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	client := oldCA.Issue(t, testpki.Leaf{CN: "svc", Client: true})
-	backend := newH1Backend(t, named("ok"))
+	backend := testbackend.NewH1(t, named("ok"))
 	lc := listenerFor(t, certs.Config{Default: serverCert, ClientAuth: certs.ClientAuthRequire, ClientCAs: oldCA.Pool}, false)
 	gw, addr := startTLSGateway(t, lc, nil, backend)
 	for _, proto := range []string{ProtocolH1, ProtocolH2, ProtocolH3} {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
@@ -161,7 +162,7 @@ func listenerFor(t *testing.T, cfg certs.Config, forward bool) ListenerConfig {
 // xfccEcho answers with the X-Forwarded-Client-Cert fields it received,
 // any spelling, one per line ("-" when none).
 func xfccEcho(t *testing.T) *httptest.Server {
-	return newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var got []string
 		for k, vs := range r.Header {
 			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), wire.XFCCField) {
@@ -305,7 +306,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	mcfg.EnableHostname, mcfg.EnableRuntimeMetrics = false, false
 	m, _ := metrics.New(mcfg, sink)
 	lc := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a, wild}}, false)
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	gw, addr := startTLSGateway(t, lc, m, backend)
 
 	for _, p := range tlsProtos {

@@ -16,6 +16,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
@@ -42,8 +43,8 @@ func TestI05WebSocketRefused(t *testing.T) {
 		e := newWSEcho(t)
 		none := wsUpstream(e, []string{})
 		none.Name, none.Routes[0].PathPrefix = "none", "/none"
-		h2b := staticUpstream("h2", "/h2", newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-		refusing := staticUpstream("refusing", "/refusing", newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h2b := staticUpstream("h2", "/h2", testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+		refusing := staticUpstream("refusing", "/refusing", testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "no sockets here", http.StatusForbidden)
 		})))
 		h := newHarnessOver(t, proto, none, h2b, refusing, wsUpstream(e, nil))
@@ -103,7 +104,7 @@ func h1Upgrade(t *testing.T, h *harness, path string, fields http.Header) *http.
 // (403) unless the route lists them.
 func TestI05HandshakeFields(t *testing.T) {
 	e := newWSEcho(t)
-	raw := newH1Backend(t, http.HandlerFunc(rawUpgradeEcho))
+	raw := testbackend.NewH1(t, http.HandlerFunc(rawUpgradeEcho))
 	custom := staticUpstream("custom", "/custom", raw)
 	custom.Routes[0].Upgrades = []string{"websocket", "x-test/1"}
 	h := newHarnessOver(t, ProtocolH1, wsUpstream(e, nil), custom)
@@ -217,7 +218,7 @@ func TestI05PlainConnectRefused(t *testing.T) {
 // TestI05BackendBreaksMidMessage: a backend that closes in the middle of a
 // frame ends the client's side with an error (a reset), never a clean end.
 func TestI05BackendBreaksMidMessage(t *testing.T) {
-	broken := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	broken := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, _, _, err := ws.UpgradeHTTP(r, w)
 		if err != nil {
 			return

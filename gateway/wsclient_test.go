@@ -20,6 +20,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // wsEcho is a WebSocket echo backend (coder/websocket over HTTP/1.1). It
@@ -37,7 +39,7 @@ type wsEcho struct {
 
 func newWSEcho(t *testing.T) *wsEcho {
 	e := &wsEcho{closes: make(chan websocket.StatusCode, 16)}
-	e.srv = newH1Backend(t, http.HandlerFunc(e.serve))
+	e.srv = testbackend.NewH1(t, http.HandlerFunc(e.serve))
 	return e
 }
 
