@@ -34,8 +34,8 @@ func TestRetryBudgetReturnsToZero(t *testing.T) {
 		}
 		dead := func(id string) upstream.Spec { return closedPort(t, id, "http") }
 		answer503 := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
-		slow := newSlowBackend(20 * time.Millisecond)
-		stall := newSlowBackend(time.Minute)
+		slow := testbackend.NewSlow(20 * time.Millisecond)
+		stall := testbackend.NewSlow(time.Minute)
 		ok := testbackend.NewH1(t, named("ok"))
 
 		plain := staticUpstream("plain", "/plain", ok)

@@ -23,8 +23,8 @@ import (
 // list beyond it gets 431 from Go's server without reaching the backend;
 // a single field longer than the limit ends the connection.
 func TestLimitHeaderBytesH2(t *testing.T) {
-	var cb countingBackend
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, ProtocolH2, cb.start(t))
+	var cb testbackend.Counter
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, ProtocolH2, countingUpstream(t, &cb))
 	c := dialH2(t, h)
 	if got := c.settings[http2.SettingMaxHeaderListSize]; got < 4096 || got > 4096+1024 {
 		t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE %d, want 4096 plus Go's overhead", got)
@@ -47,7 +47,7 @@ func TestLimitHeaderBytesH2(t *testing.T) {
 	if res := c.await(5); !res.goAway || res.code != http2.ErrCodeCompression {
 		t.Errorf("one 8 KiB field: %+v, want GOAWAY COMPRESSION_ERROR", res)
 	}
-	if n := cb.hits.Load(); n != 1 {
+	if n := cb.Total.Load(); n != 1 {
 		t.Errorf("backend saw %d requests, want 1", n)
 	}
 }
@@ -219,8 +219,8 @@ func TestLimitMaxConcurrentStreams(t *testing.T) {
 // TestLimitsReload: an Apply changes the pipeline's limits (URI, body,
 // max_connections) of a running listener at once.
 func TestLimitsReload(t *testing.T) {
-	var cb countingBackend
-	up := cb.start(t)
+	var cb testbackend.Counter
+	up := countingUpstream(t, &cb)
 	h := startHarness(t, ListenerConfig{Limits: Limits{MaxURIBytes: 100, MaxRequestBodyBytes: 10}}, ProtocolH2, up)
 	target := "/" + strings.Repeat("a", 150)
 	if code, _, _ := h.do("GET", target, nil, 0, nil); code != 414 {
