@@ -224,8 +224,8 @@ func TestAccessLogQueryAndCombined(t *testing.T) {
 // metric all say 503 no_healthy_backend. Over each ingress.
 func TestB26AccessLogAndMetricAgree(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		a := newFlappy(t, "a")
-		a.healthy.Store(false)
+		a := testbackend.NewFlappy(t, "a")
+		a.Healthy.Store(false)
 		uc := staticUpstream("web", "/", a.Server)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
 			HealthyThreshold: 1, UnhealthyThreshold: 1}
@@ -314,7 +314,7 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 // each ingress.
 func TestAccessLogTunnelAtItsEnd(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h, sink := loggedHarness(t, proto, accesslog.Config{}, nil, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {

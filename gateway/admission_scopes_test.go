@@ -131,7 +131,7 @@ func TestR06RateLimitedTakesNoSlot(t *testing.T) {
 // admission and holds its slot for its whole life.
 func TestR06TunnelHoldsSlot(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		uc := wsUpstream(e, nil)
 		uc.MaxRequests = 1
 		h := newHarnessOver(t, proto, uc)

@@ -47,7 +47,7 @@ func TestRetryBudgetReturnsToZero(t *testing.T) {
 		hedged.Static = append(hedged.Static, dead("h1"))
 		hedged.Retry = generous(retry.ConnectFailure)
 		hedged.Hedge = retry.Hedge{Delay: 2 * time.Millisecond, Max: 2}
-		echo := newWSEcho(t)
+		echo := testbackend.NewWSEcho(t)
 		tunnels := wsUpstream(echo, nil)
 		tunnels.Static = append(tunnels.Static, dead("w1"), dead("w2"))
 		tunnels.Retry = generous(retry.ConnectFailure)

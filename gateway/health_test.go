@@ -3,7 +3,6 @@ package gateway
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,35 +11,11 @@ import (
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
-// flappy is a backend whose health endpoint and traffic answers can be
-// switched.
-type flappy struct {
-	*httptest.Server
-	healthy atomic.Bool
-	hits    atomic.Int64
-}
-
-func newFlappy(t *testing.T, name string) *flappy {
-	f := &flappy{}
-	f.healthy.Store(true)
-	f.Server = testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			if !f.healthy.Load() {
-				w.WriteHeader(503)
-			}
-			return
-		}
-		f.hits.Add(1)
-		io.WriteString(w, name)
-	}))
-	return f
-}
-
 // TestB26NoHealthyBackendIs503: every backend failing its active check gives
 // 503 no_healthy_backend; recovery brings traffic back.
 func TestB26NoHealthyBackendIs503(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		a, b := testbackend.NewFlappy(t, "a"), testbackend.NewFlappy(t, "b")
 		uc := staticUpstream("web", "/", a.Server, b.Server)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
 			HealthyThreshold: 1, UnhealthyThreshold: 2, UnknownIsHealthy: true}
@@ -50,8 +25,8 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("healthy: %d", resp.StatusCode)
 		}
-		a.healthy.Store(false)
-		b.healthy.Store(false)
+		a.Healthy.Store(false)
+		b.Healthy.Store(false)
 		eventually(t, 5*time.Second, func() bool {
 			for _, bi := range h.gw.Backends() {
 				if bi.Eligible {
@@ -60,13 +35,13 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 			}
 			return true
 		}, "both backends unhealthy")
-		before := a.hits.Load() + b.hits.Load()
+		before := a.Hits.Load() + b.Hits.Load()
 		resp = h.get("/")
 		resp.Body.Close()
 		if resp.StatusCode != 503 || resp.Header.Get("X-Impulse-Error") != "no_healthy_backend" {
 			t.Fatalf("got %d %q, want 503 no_healthy_backend", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
 		}
-		if a.hits.Load()+b.hits.Load() != before {
+		if a.Hits.Load()+b.Hits.Load() != before {
 			t.Fatal("an unhealthy backend received traffic")
 		}
 		for _, bi := range h.gw.Backends() {
@@ -74,7 +49,7 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 				t.Fatalf("snapshot %+v", bi)
 			}
 		}
-		b.healthy.Store(true)
+		b.Healthy.Store(true)
 		eventually(t, 5*time.Second, func() bool {
 			resp := h.get("/")
 			body, _ := io.ReadAll(resp.Body)
@@ -90,7 +65,7 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 // clock in gateway/health.)
 func TestPassiveEjectionBoundsErrors(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		a, b := testbackend.NewFlappy(t, "a"), testbackend.NewFlappy(t, "b")
 		var dead atomic.Bool
 		var cHits atomic.Int64
 		c := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

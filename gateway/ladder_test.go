@@ -241,7 +241,7 @@ func TestR08GRPCStreamIsGovernedByBodyIdle(t *testing.T) {
 // keep them.
 func TestR08TunnelsIgnoreTheLadder(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		uc := wsUpstream(e, nil)
 		uc.BodyIdleTimeout, uc.RequestTimeout = 100*time.Millisecond, 200*time.Millisecond
 		h := newHarnessOver(t, proto, uc)

@@ -61,7 +61,7 @@ func TestObserversAgree(t *testing.T) {
 		hedged := staticUpstream("hedged", "/hedge", be, fast)
 		hedged.LoadBalancing = "round_robin"
 		hedged.Hedge = retry.Hedge{Delay: 5 * time.Millisecond, Max: 1}
-		echo := newWSEcho(t)
+		echo := testbackend.NewWSEcho(t)
 		ups := []UpstreamConfig{web, down, staticUpstream("empty", "/empty"), limited, hedged, wsUpstream(echo, nil)}
 		if proto != ProtocolH1 {
 			g := grpcBackend(t)

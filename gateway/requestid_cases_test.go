@@ -237,7 +237,7 @@ func TestRequestIDSameOnEveryTry(t *testing.T) {
 // HTTP/1.1, the 200 over HTTP/2 and HTTP/3).
 func TestRequestIDOnWebSocket(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		id := "ws-" + proto
 		var answer http.Header
@@ -259,7 +259,7 @@ func TestRequestIDOnWebSocket(t *testing.T) {
 		if got := answer.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
 			t.Errorf("handshake answer x-request-id %q, want %q", got, id)
 		}
-		if got := e.header("X-Request-Id"); got != id {
+		if got := e.Header("X-Request-Id"); got != id {
 			t.Errorf("backend got x-request-id %q, want %q", got, id)
 		}
 	})

@@ -448,7 +448,7 @@ func (e *resettingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Re
 // client span under the server span, and the backend gets its context.
 func TestTracingWebSocket(t *testing.T) {
 	tp, exp := newTestTracing(t)
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{wsUpstream(e, nil)}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)
 	resp := h1Upgrade(t, h, "/ws/echo", http.Header{"Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
 		"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Traceparent": {sampledParent}})
@@ -462,7 +462,7 @@ func TestTracingWebSocket(t *testing.T) {
 	}
 	wantAttr(t, clients[0], "http.response.status_code", int64(101))
 	wantAttr(t, server, "http.response.status_code", int64(101))
-	if got, want := e.header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
+	if got, want := e.Header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
 		t.Errorf("backend traceparent %q, want %q", got, want)
 	}
 }
@@ -472,7 +472,7 @@ func TestTracingWebSocket(t *testing.T) {
 // one that switched.
 func TestTracingWebSocketRetry(t *testing.T) {
 	tp, exp := newTestTracing(t)
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	uc := wsUpstream(e, nil)
 	uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)

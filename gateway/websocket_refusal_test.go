@@ -40,7 +40,7 @@ func wsStatus(t *testing.T, h *harness, path string, extra http.Header) (int, *w
 // refusal relayed.
 func TestI05WebSocketRefused(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		none := wsUpstream(e, []string{})
 		none.Name, none.Routes[0].PathPrefix = "none", "/none"
 		h2b := staticUpstream("h2", "/h2", testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
@@ -103,7 +103,7 @@ func h1Upgrade(t *testing.T, h *harness, path string, fields http.Header) *http.
 // not 16 bytes, no version; and upgrades other than WebSocket, refused
 // (403) unless the route lists them.
 func TestI05HandshakeFields(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	raw := testbackend.NewH1(t, http.HandlerFunc(rawUpgradeEcho))
 	custom := staticUpstream("custom", "/custom", raw)
 	custom.Routes[0].Upgrades = []string{"websocket", "x-test/1"}
@@ -163,7 +163,7 @@ func rawUpgradeEcho(w http.ResponseWriter, r *http.Request) {
 // TestI05PlainConnectRefused: a CONNECT without :protocol (or over
 // HTTP/1.1, any CONNECT) gets 501: the gateway is not a forward proxy.
 func TestI05PlainConnectRefused(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		addr := strings.TrimPrefix(h.base, "https://")
@@ -254,7 +254,7 @@ func TestI05BackendBreaksMidMessage(t *testing.T) {
 // and a live backend under round_robin every handshake succeeds, and the
 // retries are counted.
 func TestI05HandshakeRetriedOnConnectFailure(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		uc := wsUpstream(e, nil)
 		uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)

@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // wsEchoDuration is how long TestI05WebSocket echoes both ways: the
@@ -27,8 +29,8 @@ func wsEchoDuration() time.Duration {
 
 // wsUpstream routes /ws to the echo backend with the route's upgrades
 // (nil: the default, WebSocket).
-func wsUpstream(e *wsEcho, upgrades []string) UpstreamConfig {
-	uc := staticUpstream("ws", "/ws", e.srv)
+func wsUpstream(e *testbackend.WSEcho, upgrades []string) UpstreamConfig {
+	uc := staticUpstream("ws", "/ws", e.Server)
 	uc.Routes[0].Upgrades = upgrades
 	return uc
 }
@@ -43,7 +45,7 @@ func TestI05WebSocket(t *testing.T) {
 	for _, proto := range protocols {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
-			e := newWSEcho(t)
+			e := testbackend.NewWSEcho(t)
 			h := newHarnessOver(t, proto, wsUpstream(e, nil))
 			c, err := dialWS(t, h, "/ws/echo", http.Header{"Keep-Alive": {"timeout=5"}, "X-Trace": {"t1"}})
 			if err != nil {
@@ -55,14 +57,14 @@ func TestI05WebSocket(t *testing.T) {
 					t.Fatalf("handshake answer fields %v", c.resp.Header)
 				}
 			}
-			if got := e.header("Sec-Websocket-Protocol"); got != "chat" {
+			if got := e.Header("Sec-Websocket-Protocol"); got != "chat" {
 				t.Errorf("backend saw Sec-WebSocket-Protocol %q", got)
 			}
-			if got := e.header("Sec-Websocket-Version"); got != "13" {
+			if got := e.Header("Sec-Websocket-Version"); got != "13" {
 				t.Errorf("backend saw Sec-WebSocket-Version %q", got)
 			}
-			if e.header("Keep-Alive") != "" || e.header("X-Trace") != "t1" {
-				t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.header("Keep-Alive"), e.header("X-Trace"))
+			if e.Header("Keep-Alive") != "" || e.Header("X-Trace") != "t1" {
+				t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.Header("Keep-Alive"), e.Header("X-Trace"))
 			}
 			eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "the open-tunnel gauge")
 
@@ -118,7 +120,7 @@ func TestI05WebSocket(t *testing.T) {
 			if err := c.send(ws.OpClose, ws.NewCloseFrameBody(4001, "done")); err != nil {
 				t.Fatal(err)
 			}
-			if code := <-e.closes; code != 4001 {
+			if code := <-e.Closes; code != 4001 {
 				t.Fatalf("backend saw close %d", code)
 			}
 			if code, err := c.readClose(); err != nil || code != 4001 {
@@ -136,7 +138,7 @@ func TestI05WebSocket(t *testing.T) {
 // reaches the client, over each ingress.
 func TestI05WebSocketCloseFromBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {
@@ -155,7 +157,7 @@ func TestI05WebSocketCloseFromBackend(t *testing.T) {
 // TestI05WebSocketLibraryClient: coder/websocket's own client over the
 // HTTP/1.1 ingress, with a 10 MiB message.
 func TestI05WebSocketLibraryClient(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	h := newHarnessOver(t, ProtocolH1, wsUpstream(e, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -175,7 +177,7 @@ func TestI05WebSocketLibraryClient(t *testing.T) {
 	if err := c.Close(websocket.StatusNormalClosure, "bye"); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-e.closes; code != websocket.StatusNormalClosure {
+	if code := <-e.Closes; code != websocket.StatusNormalClosure {
 		t.Fatalf("backend saw %d", code)
 	}
 }
@@ -185,7 +187,7 @@ func TestI05WebSocketLibraryClient(t *testing.T) {
 // toward both the client and the backend.
 func TestI05DrainClosesTunnel(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {
@@ -208,7 +210,7 @@ func TestI05DrainClosesTunnel(t *testing.T) {
 		if code, err := c.readClose(); err != nil || code != ws.StatusGoingAway {
 			t.Fatalf("client got close %d, %v; want 1001", code, err)
 		}
-		if code := <-e.closes; code != websocket.StatusGoingAway {
+		if code := <-e.Closes; code != websocket.StatusGoingAway {
 			t.Fatalf("backend saw %d, want 1001", code)
 		}
 		if err := <-done; err == nil {
@@ -235,7 +237,7 @@ func tunnelBytes(g *Gateway, up string) (toBackend, toClient uint64) {
 // reload's drain deadline; an HTTP/1.1 one is hijacked, so net/http would
 // forget it), while the HTTP/3 one stays open.
 func TestI05ReloadDropsProtocolDrainsTunnels(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	up := wsUpstream(e, nil)
 	h := newHarnessOver(t, ProtocolH1, up)
 	clients := map[string]*wsClient{}
