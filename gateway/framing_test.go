@@ -103,14 +103,14 @@ func TestB15NoBodyMeansNoBodyFraming(t *testing.T) {
 		}
 	})
 	t.Run("h2", func(t *testing.T) {
-		fb := newFrameBackend(t, 0, 0)
+		fb := testbackend.NewFrameBackend(t, 0, 0)
 		h := newHarness(t, staticUpstream("u", "/", fb.Server))
 		conn := dialRaw(t, h)
 		for i, c := range cases {
 			if status, _ := rawExchange(t, conn, send(c)); status != "200" {
 				t.Fatalf("%s: status %q", c.name, status)
 			}
-			st := fb.answered()[i]
+			st := fb.Answered()[i]
 			if st.Method != c.method || !st.HeadersEnd || st.DataFrames != 0 {
 				t.Errorf("%s reached the backend as %s with END_STREAM on HEADERS %v and %d DATA frames; want END_STREAM, none",
 					c.name, st.Method, st.HeadersEnd, st.DataFrames)
