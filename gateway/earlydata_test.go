@@ -244,7 +244,7 @@ func TestI03EarlyData(t *testing.T) {
 
 	// Go's TLS server has no early data: over TCP nothing is ever early.
 	t.Run("tcp", func(t *testing.T) {
-		for _, proto := range []string{ProtocolH1, ProtocolH2} {
+		for _, proto := range tcpProtocols {
 			be := &earlyBackend{}
 			h := startHarness(t, ListenerConfig{EarlyData: true}, proto, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 			resp, err := h.client.Post(h.base+"/p", "text/plain", strings.NewReader("data"))

@@ -202,48 +202,43 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 // for the 100) it is forwarded without waiting at all: here the wait is
 // made longer than the test's patience.
 func TestB15ProbeNeverStallsARequest(t *testing.T) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			started := make(chan struct{}, 1)
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				started <- struct{}{}
-				b, _ := io.ReadAll(r.Body)
-				io.WriteString(w, string(b))
-			})
-			be := testbackend.NewH1(t, hf)
-			if proto == "h2" {
-				be = testbackend.NewH2(t, hf)
-			}
-			h := newHarness(t, staticUpstream("u", "/", be))
-			conn := dialRaw(t, h)
-			for _, c := range []struct {
-				method string
-				expect bool
-			}{{"GET", false}, {"POST", false}, {"POST", true}} {
-				restore := func() {}
-				if c.expect {
-					restore = reqbody.SetProbeWait(time.Hour)
-				}
-				var extra []qpack.HeaderField
-				if c.expect {
-					extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
-				}
-				status, body := rawExchange(t, conn, func(str *quic.Stream) {
-					str.Write(headersFrame(reqFields(c.method, "/duplex", extra...)...))
-					select {
-					case <-started:
-					case <-time.After(10 * time.Second):
-						t.Errorf("%s (expect %v): the backend never saw the request while the client waited for it", c.method, c.expect)
-					}
-					str.Write(dataFrame("late body"))
-				})
-				restore()
-				if status != "200" || string(body) != "late body" {
-					t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
-				}
-			}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		started := make(chan struct{}, 1)
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			started <- struct{}{}
+			b, _ := io.ReadAll(r.Body)
+			io.WriteString(w, string(b))
 		})
-	}
+		be := backendOver(t, proto, hf)
+		h := newHarness(t, staticUpstream("u", "/", be))
+		conn := dialRaw(t, h)
+		for _, c := range []struct {
+			method string
+			expect bool
+		}{{"GET", false}, {"POST", false}, {"POST", true}} {
+			restore := func() {}
+			if c.expect {
+				restore = reqbody.SetProbeWait(time.Hour)
+			}
+			var extra []qpack.HeaderField
+			if c.expect {
+				extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
+			}
+			status, body := rawExchange(t, conn, func(str *quic.Stream) {
+				str.Write(headersFrame(reqFields(c.method, "/duplex", extra...)...))
+				select {
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Errorf("%s (expect %v): the backend never saw the request while the client waited for it", c.method, c.expect)
+				}
+				str.Write(dataFrame("late body"))
+			})
+			restore()
+			if status != "200" || string(body) != "late body" {
+				t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
+			}
+		}
+	})
 }
 
 // TestB15EmptyBodyKnownWithoutWaiting: when a request's stream ended with

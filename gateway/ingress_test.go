@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
@@ -301,8 +300,9 @@ func TestB16ExpectContinueOverTCP(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		w.Write(b)
 	})
-	for _, ingress := range []string{ProtocolH1, ProtocolH2} {
-		for name, be := range map[string]*httptest.Server{"h1": testbackend.NewH1(t, echo), "h2": testbackend.NewH2(t, echo)} {
+	for _, ingress := range tcpProtocols {
+		for _, name := range backendProtocols {
+			be := backendOver(t, name, echo)
 			t.Run(ingress+" to "+name, func(t *testing.T) {
 				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
 				h.client.Transport.(*http.Transport).ExpectContinueTimeout = time.Minute // the client's patience

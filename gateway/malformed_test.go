@@ -137,31 +137,26 @@ func TestB14ContentLengthMismatchIsMalformed(t *testing.T) {
 		"DATA after content-length 0":   slices.Concat(req("0"), data("abc")),
 		"bad trailer, content-length 0": slices.Concat(req("0"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
 	}
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			var whole atomic.Int64
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if _, err := io.ReadAll(r.Body); err == nil {
-					whole.Add(1)
-				}
-			})
-			be := testbackend.NewH1(t, hf)
-			if proto == "h2" {
-				be = testbackend.NewH2(t, hf)
-			}
-			h := newHarness(t, staticUpstream("u", "/", be))
-			conn := dialRaw(t, h)
-			for name, raw := range cases {
-				t.Run(name, func(t *testing.T) { wantMessageError(t, conn, raw) })
-			}
-			if n := whole.Load(); n != 0 {
-				t.Fatalf("the backend received %d whole malformed requests", n)
-			}
-			resp := h.get("/")
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("a good request after them: %d", resp.StatusCode)
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		var whole atomic.Int64
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err == nil {
+				whole.Add(1)
 			}
 		})
-	}
+		be := backendOver(t, proto, hf)
+		h := newHarness(t, staticUpstream("u", "/", be))
+		conn := dialRaw(t, h)
+		for name, raw := range cases {
+			t.Run(name, func(t *testing.T) { wantMessageError(t, conn, raw) })
+		}
+		if n := whole.Load(); n != 0 {
+			t.Fatalf("the backend received %d whole malformed requests", n)
+		}
+		resp := h.get("/")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a good request after them: %d", resp.StatusCode)
+		}
+	})
 }

@@ -70,72 +70,65 @@ func TestB03NoFallThrough(t *testing.T) {
 
 func TestForwardHeaders(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				var got *http.Request
-				var mu sync.Mutex
-				hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mu.Lock()
-					got = r.Clone(context.Background())
-					mu.Unlock()
-					w.Header().Set("Connection", "X-Hop")
-					w.Header().Set("X-Hop", "secret")
-					w.Header().Set("Keep-Alive", "timeout=5")
-					w.Header().Set("X-End", "kept")
-					io.WriteString(w, r.Proto)
-				})
-				var be *httptest.Server
-				if proto == "h1" {
-					be = testbackend.NewH1(t, hf)
-				} else {
-					be = testbackend.NewH2(t, hf)
-				}
-				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
-				req, _ := http.NewRequest("GET", h.base+"/p/a%3Fb?q=1&r=2", nil)
-				req.Host = "app.example.com"
-				req.Header.Set("X-Forwarded-For", "203.0.113.9")
-				req.Header["User-Agent"] = []string{""} // quic-go then sends none
-				resp, err := h.client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				wantProto := map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2.0"}[proto]
-				if string(body) != wantProto {
-					t.Errorf("backend saw %q, want %q", body, wantProto)
-				}
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			var got *http.Request
+			var mu sync.Mutex
+			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
-				defer mu.Unlock()
-				if got.Host != "app.example.com" {
-					t.Errorf("Host = %q", got.Host)
-				}
-				if got.URL.RawQuery != "q=1&r=2" || got.URL.EscapedPath() != "/p/a%3Fb" {
-					t.Errorf("path/query = %q ? %q", got.URL.EscapedPath(), got.URL.RawQuery)
-				}
-				if xff := got.Header.Get("X-Forwarded-For"); xff != "203.0.113.9, 127.0.0.1" {
-					t.Errorf("X-Forwarded-For = %q", xff)
-				}
-				if ua, ok := got.Header["User-Agent"]; ok {
-					t.Errorf("backend got User-Agent %q, the client sent none", ua)
-				}
-				if got.Header.Get("X-Forwarded-Proto") != "https" {
-					t.Errorf("X-Forwarded-Proto = %q", got.Header.Get("X-Forwarded-Proto"))
-				}
-				hop := []string{"Connection", "Keep-Alive"}
-				if proto == "h1" { // HTTP/2 servers drop Connection themselves (RFC 9113 §8.2.2)
-					hop = append(hop, "X-Hop")
-				}
-				for _, k := range hop {
-					if v := resp.Header.Get(k); v != "" {
-						t.Errorf("response carried hop-by-hop %s: %q", k, v)
-					}
-				}
-				if resp.Header.Get("X-End") != "kept" {
-					t.Errorf("end-to-end header lost")
-				}
+				got = r.Clone(context.Background())
+				mu.Unlock()
+				w.Header().Set("Connection", "X-Hop")
+				w.Header().Set("X-Hop", "secret")
+				w.Header().Set("Keep-Alive", "timeout=5")
+				w.Header().Set("X-End", "kept")
+				io.WriteString(w, r.Proto)
 			})
-		}
+			be := backendOver(t, proto, hf)
+			h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
+			req, _ := http.NewRequest("GET", h.base+"/p/a%3Fb?q=1&r=2", nil)
+			req.Host = "app.example.com"
+			req.Header.Set("X-Forwarded-For", "203.0.113.9")
+			req.Header["User-Agent"] = []string{""} // quic-go then sends none
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			wantProto := map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2.0"}[proto]
+			if string(body) != wantProto {
+				t.Errorf("backend saw %q, want %q", body, wantProto)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got.Host != "app.example.com" {
+				t.Errorf("Host = %q", got.Host)
+			}
+			if got.URL.RawQuery != "q=1&r=2" || got.URL.EscapedPath() != "/p/a%3Fb" {
+				t.Errorf("path/query = %q ? %q", got.URL.EscapedPath(), got.URL.RawQuery)
+			}
+			if xff := got.Header.Get("X-Forwarded-For"); xff != "203.0.113.9, 127.0.0.1" {
+				t.Errorf("X-Forwarded-For = %q", xff)
+			}
+			if ua, ok := got.Header["User-Agent"]; ok {
+				t.Errorf("backend got User-Agent %q, the client sent none", ua)
+			}
+			if got.Header.Get("X-Forwarded-Proto") != "https" {
+				t.Errorf("X-Forwarded-Proto = %q", got.Header.Get("X-Forwarded-Proto"))
+			}
+			hop := []string{"Connection", "Keep-Alive"}
+			if proto == "h1" { // HTTP/2 servers drop Connection themselves (RFC 9113 §8.2.2)
+				hop = append(hop, "X-Hop")
+			}
+			for _, k := range hop {
+				if v := resp.Header.Get(k); v != "" {
+					t.Errorf("response carried hop-by-hop %s: %q", k, v)
+				}
+			}
+			if resp.Header.Get("X-End") != "kept" {
+				t.Errorf("end-to-end header lost")
+			}
+		})
 	})
 }
 
@@ -255,48 +248,41 @@ func TestMidBodyFailureResetsStream(t *testing.T) {
 
 func TestStreamingBodiesBothWays(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					hsh := sha256.New()
-					n, err := io.Copy(hsh, r.Body)
-					if err != nil {
-						http.Error(w, err.Error(), 500)
-						return
-					}
-					w.Header().Set("X-Upload-Sha256", hex.EncodeToString(hsh.Sum(nil)))
-					w.Header().Set("X-Upload-Bytes", strconv.FormatInt(n, 10))
-					io.Copy(w, io.LimitReader(newRand(7), 8<<20))
-				})
-				var be *httptest.Server
-				if proto == "h1" {
-					be = testbackend.NewH1(t, echo)
-				} else {
-					be = testbackend.NewH2(t, echo)
-				}
-				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
-				const size = 8 << 20
-				up := sha256.New()
-				resp, err := h.client.Post(h.base+"/upload", "application/octet-stream", io.TeeReader(io.LimitReader(newRand(3), size), up))
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hsh := sha256.New()
+				n, err := io.Copy(hsh, r.Body)
 				if err != nil {
-					t.Fatal(err)
+					http.Error(w, err.Error(), 500)
+					return
 				}
-				defer resp.Body.Close()
-				down := sha256.New()
-				n, err := io.Copy(down, resp.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := resp.Header.Get("X-Upload-Sha256"); got != hex.EncodeToString(up.Sum(nil)) {
-					t.Errorf("upload hash mismatch (%s bytes arrived)", resp.Header.Get("X-Upload-Bytes"))
-				}
-				want := sha256.New()
-				io.Copy(want, io.LimitReader(newRand(7), 8<<20))
-				if n != 8<<20 || !bytes.Equal(down.Sum(nil), want.Sum(nil)) {
-					t.Errorf("download mismatch: %d bytes", n)
-				}
+				w.Header().Set("X-Upload-Sha256", hex.EncodeToString(hsh.Sum(nil)))
+				w.Header().Set("X-Upload-Bytes", strconv.FormatInt(n, 10))
+				io.Copy(w, io.LimitReader(newRand(7), 8<<20))
 			})
-		}
+			be := backendOver(t, proto, echo)
+			h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
+			const size = 8 << 20
+			up := sha256.New()
+			resp, err := h.client.Post(h.base+"/upload", "application/octet-stream", io.TeeReader(io.LimitReader(newRand(3), size), up))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			down := sha256.New()
+			n, err := io.Copy(down, resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Header.Get("X-Upload-Sha256"); got != hex.EncodeToString(up.Sum(nil)) {
+				t.Errorf("upload hash mismatch (%s bytes arrived)", resp.Header.Get("X-Upload-Bytes"))
+			}
+			want := sha256.New()
+			io.Copy(want, io.LimitReader(newRand(7), 8<<20))
+			if n != 8<<20 || !bytes.Equal(down.Sum(nil), want.Sum(nil)) {
+				t.Errorf("download mismatch: %d bytes", n)
+			}
+		})
 	})
 }
 

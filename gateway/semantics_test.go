@@ -25,17 +25,9 @@ import (
 // bothProtocols runs f against an HTTP/1.1 and an HTTP/2-over-TLS backend
 // serving hf.
 func bothProtocols(t *testing.T, hf http.HandlerFunc, f func(t *testing.T, h *harness)) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			var be *httptest.Server
-			if proto == "h1" {
-				be = testbackend.NewH1(t, hf)
-			} else {
-				be = testbackend.NewH2(t, hf)
-			}
-			f(t, newHarness(t, staticUpstream("u", "/", be)))
-		})
-	}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		f(t, newHarness(t, staticUpstream("u", "/", backendOver(t, proto, hf))))
+	})
 }
 
 // TestB10UppercaseFieldNames: an upper-case field name makes a request
@@ -352,7 +344,7 @@ func TestB16ExpectContinue(t *testing.T) {
 			t.Fatalf("final response %v %v", frames, err)
 		}
 	})
-	for _, proto := range []string{"h1", "h2"} {
+	for _, proto := range backendProtocols {
 		t.Run(proto+" refuses with 413", func(t *testing.T) {
 			be := cases[proto]
 			h := newHarness(t, staticUpstream("u", "/", be))

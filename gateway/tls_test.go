@@ -105,8 +105,19 @@ func tcpProto(proto string) tlsProto {
 	}
 }
 
-// tlsProtos are the protocols every TLS case runs over.
-var tlsProtos = []tlsProto{h3Proto, tcpProto(ProtocolH2), tcpProto(ProtocolH1)}
+// tlsProtos are the protocols every TLS case runs over: a driver per
+// entry of protocols.
+var tlsProtos = func() []tlsProto {
+	out := make([]tlsProto, 0, len(protocols))
+	for _, p := range protocols {
+		if p == ProtocolH3 {
+			out = append(out, h3Proto)
+			continue
+		}
+		out = append(out, tcpProto(p))
+	}
+	return out
+}()
 
 func getWith(c *http.Client, addr string, hdr http.Header) (*http.Response, string, error) {
 	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
@@ -377,7 +388,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 
 	aTLS := &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"}
 	olds := map[string]*countingClient{}
-	for _, p := range []string{ProtocolH1, ProtocolH2, ProtocolH3} {
+	for _, p := range protocols {
 		c := newCountingClient(p, aTLS)
 		defer c.close()
 		if resp, _, err := getWith(c.Client, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {

@@ -42,96 +42,94 @@ func wsUpstream(e *testbackend.WSEcho, upgrades []string) UpstreamConfig {
 // messages echo both ways for wsEchoDuration; a close code reaches the
 // other side and ends the tunnel cleanly.
 func TestI05WebSocket(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			e := testbackend.NewWSEcho(t)
-			h := newHarnessOver(t, proto, wsUpstream(e, nil))
-			c, err := dialWS(t, h, "/ws/echo", http.Header{"Keep-Alive": {"timeout=5"}, "X-Trace": {"t1"}})
-			if err != nil {
-				t.Fatal(err)
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		t.Parallel()
+		e := testbackend.NewWSEcho(t)
+		h := newHarnessOver(t, proto, wsUpstream(e, nil))
+		c, err := dialWS(t, h, "/ws/echo", http.Header{"Keep-Alive": {"timeout=5"}, "X-Trace": {"t1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if proto != ProtocolH1 {
+			if c.resp.Header.Get("Sec-Websocket-Protocol") != "chat" || c.resp.Header.Get("Sec-Websocket-Accept") != "" {
+				t.Fatalf("handshake answer fields %v", c.resp.Header)
 			}
-			defer c.close()
-			if proto != ProtocolH1 {
-				if c.resp.Header.Get("Sec-Websocket-Protocol") != "chat" || c.resp.Header.Get("Sec-Websocket-Accept") != "" {
-					t.Fatalf("handshake answer fields %v", c.resp.Header)
-				}
-			}
-			if got := e.Header("Sec-Websocket-Protocol"); got != "chat" {
-				t.Errorf("backend saw Sec-WebSocket-Protocol %q", got)
-			}
-			if got := e.Header("Sec-Websocket-Version"); got != "13" {
-				t.Errorf("backend saw Sec-WebSocket-Version %q", got)
-			}
-			if e.Header("Keep-Alive") != "" || e.Header("X-Trace") != "t1" {
-				t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.Header("Keep-Alive"), e.Header("X-Trace"))
-			}
-			eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "the open-tunnel gauge")
+		}
+		if got := e.Header("Sec-Websocket-Protocol"); got != "chat" {
+			t.Errorf("backend saw Sec-WebSocket-Protocol %q", got)
+		}
+		if got := e.Header("Sec-Websocket-Version"); got != "13" {
+			t.Errorf("backend saw Sec-WebSocket-Version %q", got)
+		}
+		if e.Header("Keep-Alive") != "" || e.Header("X-Trace") != "t1" {
+			t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.Header("Keep-Alive"), e.Header("X-Trace"))
+		}
+		eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "the open-tunnel gauge")
 
-			// Pings: the backend's (answered by the client library), then the client's.
-			if err := c.send(ws.OpText, []byte("ping-me")); err != nil {
-				t.Fatal(err)
-			}
-			if msg, _, err := c.recv(); err != nil || string(msg) != "pong-ok" {
-				t.Fatalf("after the backend's ping: %q, %v", msg, err)
-			}
-			if err := wsutil.WriteClientMessage(c.rw, ws.OpPing, []byte("p1")); err != nil {
-				t.Fatal(err)
-			}
-			if f, err := ws.ReadFrame(c.rw); err != nil || f.Header.OpCode != ws.OpPong || string(f.Payload) != "p1" {
-				t.Fatalf("pong: %v %q, %v", f.Header.OpCode, f.Payload, err)
-			}
+		// Pings: the backend's (answered by the client library), then the client's.
+		if err := c.send(ws.OpText, []byte("ping-me")); err != nil {
+			t.Fatal(err)
+		}
+		if msg, _, err := c.recv(); err != nil || string(msg) != "pong-ok" {
+			t.Fatalf("after the backend's ping: %q, %v", msg, err)
+		}
+		if err := wsutil.WriteClientMessage(c.rw, ws.OpPing, []byte("p1")); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := ws.ReadFrame(c.rw); err != nil || f.Header.OpCode != ws.OpPong || string(f.Payload) != "p1" {
+			t.Fatalf("pong: %v %q, %v", f.Header.OpCode, f.Payload, err)
+		}
 
-			// A 10 MiB message each way.
-			big := make([]byte, 10<<20)
-			rand.Read(big)
-			sending := make(chan struct{})
-			go func() { defer close(sending); _ = c.send(ws.OpBinary, big) }()
-			if msg, op, err := c.recv(); err != nil || op != ws.OpBinary || !bytes.Equal(msg, big) {
-				t.Fatalf("10 MiB echo: %d bytes, op %v, %v", len(msg), op, err)
-			}
-			<-sending // one writer at a time
+		// A 10 MiB message each way.
+		big := make([]byte, 10<<20)
+		rand.Read(big)
+		sending := make(chan struct{})
+		go func() { defer close(sending); _ = c.send(ws.OpBinary, big) }()
+		if msg, op, err := c.recv(); err != nil || op != ws.OpBinary || !bytes.Equal(msg, big) {
+			t.Fatalf("10 MiB echo: %d bytes, op %v, %v", len(msg), op, err)
+		}
+		<-sending // one writer at a time
 
-			// Both ways, for a while: a sender and a reader at once, until the
-			// sender's last message.
-			stop := time.Now().Add(wsEchoDuration())
-			sending = make(chan struct{})
-			go func() {
-				defer close(sending)
-				for n := 0; time.Now().Before(stop); n++ {
-					if c.send(ws.OpText, fmt.Appendf(nil, "m%d", n)) != nil {
-						return
-					}
-					time.Sleep(20 * time.Millisecond) // pacing the sender, not waiting for a condition
+		// Both ways, for a while: a sender and a reader at once, until the
+		// sender's last message.
+		stop := time.Now().Add(wsEchoDuration())
+		sending = make(chan struct{})
+		go func() {
+			defer close(sending)
+			for n := 0; time.Now().Before(stop); n++ {
+				if c.send(ws.OpText, fmt.Appendf(nil, "m%d", n)) != nil {
+					return
 				}
-				_ = c.send(ws.OpText, []byte("end"))
-			}()
-			for i := 0; ; i++ {
-				msg, _, err := c.recv()
-				if err == nil && string(msg) == "end" && i > 0 {
-					break
-				}
-				if err != nil || string(msg) != fmt.Sprintf("m%d", i) {
-					t.Fatalf("echo %d: %q, %v", i, msg, err)
-				}
+				time.Sleep(20 * time.Millisecond) // pacing the sender, not waiting for a condition
 			}
-			<-sending
-			// The client closes with a code: the backend sees it and answers.
-			if err := c.send(ws.OpClose, ws.NewCloseFrameBody(4001, "done")); err != nil {
-				t.Fatal(err)
+			_ = c.send(ws.OpText, []byte("end"))
+		}()
+		for i := 0; ; i++ {
+			msg, _, err := c.recv()
+			if err == nil && string(msg) == "end" && i > 0 {
+				break
 			}
-			if code := <-e.Closes; code != 4001 {
-				t.Fatalf("backend saw close %d", code)
+			if err != nil || string(msg) != fmt.Sprintf("m%d", i) {
+				t.Fatalf("echo %d: %q, %v", i, msg, err)
 			}
-			if code, err := c.readClose(); err != nil || code != 4001 {
-				t.Fatalf("client got close %d, %v; want the echoed 4001", code, err)
-			}
-			eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 0 }, "the tunnel to end")
-			if up, down := tunnelBytes(h.gw, "ws"); up < 10<<20 || down < 10<<20 {
-				t.Fatalf("tunnel bytes to backend %d, to client %d", up, down)
-			}
-		})
-	}
+		}
+		<-sending
+		// The client closes with a code: the backend sees it and answers.
+		if err := c.send(ws.OpClose, ws.NewCloseFrameBody(4001, "done")); err != nil {
+			t.Fatal(err)
+		}
+		if code := <-e.Closes; code != 4001 {
+			t.Fatalf("backend saw close %d", code)
+		}
+		if code, err := c.readClose(); err != nil || code != 4001 {
+			t.Fatalf("client got close %d, %v; want the echoed 4001", code, err)
+		}
+		eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 0 }, "the tunnel to end")
+		if up, down := tunnelBytes(h.gw, "ws"); up < 10<<20 || down < 10<<20 {
+			t.Fatalf("tunnel bytes to backend %d, to client %d", up, down)
+		}
+	})
 }
 
 // TestI05WebSocketCloseFromBackend: a close code the backend starts with
@@ -258,7 +256,7 @@ func TestI05ReloadDropsProtocolDrainsTunnels(t *testing.T) {
 	if err := h.gw.Apply(ctx, Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{ProtocolH1, ProtocolH2} {
+	for _, p := range tcpProtocols {
 		if code, err := clients[p].readClose(); err != nil || code != ws.StatusGoingAway {
 			t.Fatalf("%s: close %d, %v; want 1001", p, code, err)
 		}
