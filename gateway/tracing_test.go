@@ -426,7 +426,7 @@ func TestTracingApplySwitchesProvider(t *testing.T) {
 func BenchmarkHandlerTracing(b *testing.B) {
 	exp := &resettingExporter{InMemoryExporter: tracetest.NewInMemoryExporter()}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	defer tp.Shutdown(context.Background())
+	b.Cleanup(func() { tp.Shutdown(context.Background()) }) // after the gateway's (benchGateway)
 	benchHandlerConfig(b, Config{TracerProvider: tp}, false)
 }
 
