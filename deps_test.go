@@ -41,6 +41,24 @@ func TestDependencyDirection(t *testing.T) {
 	}
 }
 
+// TestTestOnlyPackages: the test-support packages (backend doubles,
+// throw-away certificates) are imported from _test.go files only, so
+// none of them is linked into the binary.
+func TestTestOnlyPackages(t *testing.T) {
+	const mod = "github.com/impulse-agent/impulse-agent/"
+	out, err := exec.Command("go", "list", "-deps", "./cmd/impulse-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, p := range []string{"internal/testbackend", "internal/testpki"} {
+			if dep == mod+p {
+				t.Errorf("the binary links %s, a test-only package", dep)
+			}
+		}
+	}
+}
+
 // TestGatewayLayout enforces the dataplane's inner direction (README
 // "Layout"): the pipeline (package gateway) composes its parts, which
 // import each other only this way (direct imports): answer, retry and

@@ -18,6 +18,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // applyKeepingListener applies cfg to h's gateway with the harness's own
@@ -69,7 +70,7 @@ func fileLines(t *testing.T, paths ...string) []map[string]any {
 // requests per protocol, status class and reason.
 func TestAccessLogAgreesWithMetrics(t *testing.T) {
 	arrived := make(chan struct{}, 1)
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok/fail":
 			w.WriteHeader(500)
@@ -80,7 +81,7 @@ func TestAccessLogAgreesWithMetrics(t *testing.T) {
 			io.WriteString(w, "ok")
 		}
 	}))
-	closed := newH1Backend(t, http.NotFoundHandler())
+	closed := testbackend.NewH1(t, http.NotFoundHandler())
 	down := staticUpstream("down", "/down", closed)
 	closed.Close() // connect fails: 502
 	empty := staticUpstream("empty", "/empty")
@@ -161,7 +162,7 @@ func TestAccessLogAgreesWithMetrics(t *testing.T) {
 func TestAccessLogRotationUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "access.log")
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	m, msink := inmemMetrics()
 	h, _ := loggedHarness(t, ProtocolH2, accesslog.Config{Path: path}, m, staticUpstream("web", "/", backend))
 	const clients, each = 6, 150
@@ -277,7 +278,7 @@ func fill(t *testing.T, dir string) string {
 func TestAccessLogFullDisk(t *testing.T) {
 	dir := mountTmpfs(t, "256k") // before the harness: unmounted after its shutdown
 	path := filepath.Join(dir, "access.log")
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	m, msink := inmemMetrics()
 	h, _ := loggedHarness(t, ProtocolH3, accesslog.Config{Path: path}, m, staticUpstream("web", "/", backend))
 	lost := func() float64 {
@@ -327,7 +328,7 @@ func TestAccessLogWriterFallsBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	m, msink := inmemMetrics()
 	read := make(chan string, 1)
 	t.Cleanup(func() { pw.Close(); pr.Close() }) // last: the gateway's writer is done by then
@@ -384,7 +385,7 @@ func TestAccessLogWriterFallsBehind(t *testing.T) {
 func TestAccessLogApply(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	uc := staticUpstream("web", "/", backend)
 	h, _ := loggedHarness(t, ProtocolH3, accesslog.Config{Path: a}, nil, uc)
 	get := func(path string) {

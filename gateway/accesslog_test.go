@@ -21,6 +21,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
@@ -144,7 +145,7 @@ var timeField = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 // backend. Over each ingress.
 func TestAccessLogFields(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			io.WriteString(w, "hello world")
 		}))
@@ -196,7 +197,7 @@ func TestAccessLogFields(t *testing.T) {
 // TestAccessLogQueryAndCombined: the query is logged only with
 // include_query; the combined format is Apache's.
 func TestAccessLogQueryAndCombined(t *testing.T) {
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	h, sink := loggedHarness(t, ProtocolH2, accesslog.Config{IncludeQuery: true}, nil, staticUpstream("web", "/", backend))
 	resp := h.get("/q?token=secret&x=1")
 	resp.Body.Close()
@@ -223,8 +224,8 @@ func TestAccessLogQueryAndCombined(t *testing.T) {
 // metric all say 503 no_healthy_backend. Over each ingress.
 func TestB26AccessLogAndMetricAgree(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		a := newFlappy(t, "a")
-		a.healthy.Store(false)
+		a := testbackend.NewFlappy(t, "a")
+		a.Healthy.Store(false)
 		uc := staticUpstream("web", "/", a.Server)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
 			HealthyThreshold: 1, UnhealthyThreshold: 1}
@@ -250,7 +251,7 @@ func TestAccessLogClientCertificate(t *testing.T) {
 	serverCA, clientCA := testpki.NewCA(t, "server CA"), testpki.NewCA(t, "client CA")
 	serverCert := serverCA.Issue(t, testpki.Leaf{CN: "gateway", DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	valid := clientCA.Issue(t, testpki.Leaf{CN: "web-client", Client: true})
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	listen := func(mode certs.ClientAuth) (string, *logSink) {
 		sink := &logSink{}
 		g, err := New(Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", backend)}, AccessLog: &accesslog.Config{Writer: sink}})
@@ -313,7 +314,7 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 // each ingress.
 func TestAccessLogTunnelAtItsEnd(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h, sink := loggedHarness(t, proto, accesslog.Config{}, nil, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {
@@ -354,7 +355,7 @@ func TestAccessLogTunnelAtItsEnd(t *testing.T) {
 // stream error (H3_MESSAGE_ERROR) rather than a response, is logged as the
 // 400 it is counted as, with the host as sent.
 func TestAccessLogMalformedRequest(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h, sink := loggedHarness(t, ProtocolH3, accesslog.Config{}, nil, staticUpstream("u", "/", be))
 	wantMessageError(t, dialRaw(t, h), headersFrame(fields(":method", "GET", ":scheme", "https", ":authority", "a b", ":path", "/m")...))
 	checkFields(t, sink.wait(t, 1)[0], map[string]any{"status": 400.0, "reason": "invalid_authority", "host": "a b", "path": "/m", "protocol": "h3", "bytes_out": 0.0})
@@ -365,7 +366,7 @@ func TestAccessLogMalformedRequest(t *testing.T) {
 func TestAccessLogTraceID(t *testing.T) {
 	tp, _ := newTestTracing(t)
 	sink := &logSink{}
-	backend := newH1Backend(t, &traceBackend{})
+	backend := testbackend.NewH1(t, &traceBackend{})
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", backend)}, TracerProvider: tp,
 		AccessLog: &accesslog.Config{Writer: sink}}, ListenerConfig{}, ProtocolH2)
 	tracedGet(t, h, "/a", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "")

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
-	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -70,17 +68,9 @@ func TestAdmissionNoAlloc(t *testing.T) {
 }
 
 func admissionFixture(tb testing.TB, global, maxReq, queue, perBE int) (*Gateway, *recorder, *http.Request, *upstream.Upstream) {
-	mem := memBackend{body: bytes.Repeat([]byte("x"), 64)}
-	uc := UpstreamConfig{Config: upstream.Config{Name: "web",
-		NewTransport: func(transport.Options) (transport.RoundTripper, error) { return mem, nil }},
-		Routes:      []RouteConfig{{PathPrefix: "/"}},
-		Static:      []upstream.Spec{{ID: "a", Scheme: "http", Host: "127.0.0.1", Port: 1, Weight: 1}, {ID: "b", Scheme: "http", Host: "127.0.0.1", Port: 2, Weight: 1}},
-		MaxRequests: maxReq, MaxQueue: queue, QueueTimeout: time.Second, MaxRequestsPerBackend: perBE}
-	g, err := New(Config{Upstreams: []UpstreamConfig{uc}, MaxRequests: global})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { g.Shutdown(context.Background()) })
+	uc := memUpstream(2)
+	uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout, uc.MaxRequestsPerBackend = maxReq, queue, time.Second, perBE
+	g, _ := benchGateway(tb, Config{Upstreams: []UpstreamConfig{uc}, MaxRequests: global})
 	u, _ := url.Parse("https://example.com/")
 	r := (&http.Request{Method: "GET", URL: u, Host: "example.com", Header: http.Header{}, ProtoMajor: 3}).WithContext(context.Background())
 	rec := new(recorder)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-metrics"
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestR06PerBackend: max_requests_per_backend makes the pick skip a full
@@ -19,34 +20,34 @@ import (
 // request is overloaded, not no_healthy_backend.
 func TestR06PerBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		a, b := newStallBackend(t), newStallBackend(t)
-		uc := staticUpstream("u", "/", a.srv, b.srv)
+		a, b := testbackend.NewStall(t), testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", a.Server, b.Server)
 		uc.MaxRequestsPerBackend = 2
 		h := newHarnessOver(t, proto, uc)
 		var held []<-chan asyncResult
 		for i := range 4 {
 			held = append(held, h.getAsync("/"))
 			// One at a time: each pick sees the counts of the ones before.
-			eventually(t, 10*time.Second, func() bool { return a.arrived.Load()+b.arrived.Load() == int64(i+1) }, "the request at a backend")
+			eventually(t, 10*time.Second, func() bool { return a.Arrived.Load()+b.Arrived.Load() == int64(i+1) }, "the request at a backend")
 		}
-		if a.arrived.Load() != 2 || b.arrived.Load() != 2 {
-			t.Fatalf("backends saw %d and %d requests, want 2 each", a.arrived.Load(), b.arrived.Load())
+		if a.Arrived.Load() != 2 || b.Arrived.Load() != 2 {
+			t.Fatalf("backends saw %d and %d requests, want 2 each", a.Arrived.Load(), b.Arrived.Load())
 		}
 		checkOverloaded(t, awaitResult(t, h.getAsync("/"), "request with every backend full"), "request with every backend full")
 		if n := overloadedCount(h.gw, scopeBackend, "u"); n != 1 {
 			t.Fatalf("overloaded counter (backend) %d, want 1", n)
 		}
-		a.free(1)
+		a.Free(1)
 		eventually(t, 10*time.Second, func() bool { return h.gw.table.Load().upstreams["u"].Current().Backends[0].InFlight() < 2 }, "a slot free on a")
 		c := h.getAsync("/")
-		eventually(t, 10*time.Second, func() bool { return a.arrived.Load() == 3 }, "the next request on the backend with room")
-		a.free(2)
-		b.free(2)
+		eventually(t, 10*time.Second, func() bool { return a.Arrived.Load() == 3 }, "the next request on the backend with room")
+		a.Free(2)
+		b.Free(2)
 		for _, r := range append(held, c) {
 			checkOK(t, awaitResult(t, r, "request"), "request")
 		}
-		if b.arrived.Load() != 2 {
-			t.Fatalf("the full backend got %d requests", b.arrived.Load())
+		if b.Arrived.Load() != 2 {
+			t.Fatalf("the full backend got %d requests", b.Arrived.Load())
 		}
 	})
 }
@@ -57,13 +58,13 @@ func TestR06PerBackend(t *testing.T) {
 // count against none.
 func TestR06Global(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		ba, bb := newStallBackend(t), newStallBackend(t)
-		ua, ub := staticUpstream("a", "/a", ba.srv), staticUpstream("b", "/b", bb.srv)
+		ba, bb := testbackend.NewStall(t), testbackend.NewStall(t)
+		ua, ub := staticUpstream("a", "/a", ba.Server), staticUpstream("b", "/b", bb.Server)
 		ua.MaxRequests = 1
 		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{ua, ub}, MaxRequests: 3}, ListenerConfig{}, proto)
 		g, la := h.gw, limiterOf(h.gw, "a")
 		a1 := h.getAsync("/a")
-		eventually(t, 10*time.Second, func() bool { return ba.arrived.Load() == 1 }, "a1 at its backend")
+		eventually(t, 10*time.Second, func() bool { return ba.Arrived.Load() == 1 }, "a1 at its backend")
 		checkOverloaded(t, awaitResult(t, h.getAsync("/a"), "a2 over upstream a's limit"), "a2")
 		if g.global.InFlight() != 1 {
 			t.Fatalf("global in flight %d after an upstream refusal, want 1", g.global.InFlight())
@@ -72,17 +73,17 @@ func TestR06Global(t *testing.T) {
 			t.Fatalf("unrouted: %+v", res)
 		}
 		b1, b2 := h.getAsync("/b"), h.getAsync("/b")
-		eventually(t, 10*time.Second, func() bool { return bb.arrived.Load() == 2 && g.global.InFlight() == 3 }, "b1, b2 at their backend")
+		eventually(t, 10*time.Second, func() bool { return bb.Arrived.Load() == 2 && g.global.InFlight() == 3 }, "b1, b2 at their backend")
 		checkOverloaded(t, awaitResult(t, h.getAsync("/b"), "b3 over the global limit"), "b3")
 		checkOverloaded(t, awaitResult(t, h.getAsync("/a"), "a3 over the global limit"), "a3")
-		if la.InFlight() != 1 || bb.arrived.Load() != 2 {
-			t.Fatalf("upstream a in flight %d, backend b saw %d", la.InFlight(), bb.arrived.Load())
+		if la.InFlight() != 1 || bb.Arrived.Load() != 2 {
+			t.Fatalf("upstream a in flight %d, backend b saw %d", la.InFlight(), bb.Arrived.Load())
 		}
 		if ng, nu := overloadedCount(g, scopeGlobal, "b")+overloadedCount(g, scopeGlobal, "a"), overloadedCount(g, scopeUpstream, "a"); ng != 2 || nu != 1 {
 			t.Fatalf("overloaded counters: global %d, upstream %d; want 2, 1", ng, nu)
 		}
-		ba.free(1)
-		bb.free(2)
+		ba.Free(1)
+		bb.Free(2)
 		for _, c := range []<-chan asyncResult{a1, b1, b2} {
 			checkOK(t, awaitResult(t, c, "held request"), "held request")
 		}
@@ -93,9 +94,9 @@ func TestR06Global(t *testing.T) {
 			t.Fatal(err)
 		}
 		b4 := h.getAsync("/b")
-		eventually(t, 10*time.Second, func() bool { return bb.arrived.Load() == 3 }, "b4 at its backend")
+		eventually(t, 10*time.Second, func() bool { return bb.Arrived.Load() == 3 }, "b4 at its backend")
 		checkOverloaded(t, awaitResult(t, h.getAsync("/a"), "a4 over the lowered global limit"), "a4")
-		bb.free(1)
+		bb.Free(1)
 		checkOK(t, awaitResult(t, b4, "b4"), "b4")
 	})
 }
@@ -104,14 +105,14 @@ func TestR06Global(t *testing.T) {
 // never counts against a concurrency limit, global or upstream.
 func TestR06RateLimitedTakesNoSlot(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		be := newStallBackend(t)
-		uc := staticUpstream("u", "/", be.srv)
+		be := testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", be.Server)
 		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 2, 1, 30*time.Second
 		uc.RateLimit = &ratelimit.Config{RequestsPerSecond: 0.001, Burst: 1}
 		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, MaxRequests: 2}, ListenerConfig{}, proto)
 		lim := limiterOf(h.gw, "u")
 		held := h.getAsync("/")
-		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "the first request at the backend")
+		eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == 1 }, "the first request at the backend")
 		for range 3 {
 			res := awaitResult(t, h.getAsync("/"), "rate-limited request")
 			if res.err != nil || res.resp.StatusCode != http.StatusTooManyRequests {
@@ -121,7 +122,7 @@ func TestR06RateLimitedTakesNoSlot(t *testing.T) {
 		if lim.InFlight() != 1 || lim.Waiting() != 0 || h.gw.global.InFlight() != 1 {
 			t.Fatalf("upstream in flight %d, waiting %d, global %d; want 1, 0, 1", lim.InFlight(), lim.Waiting(), h.gw.global.InFlight())
 		}
-		be.free(1)
+		be.Free(1)
 		checkOK(t, awaitResult(t, held, "held request"), "held request")
 	})
 }
@@ -130,7 +131,7 @@ func TestR06RateLimitedTakesNoSlot(t *testing.T) {
 // admission and holds its slot for its whole life.
 func TestR06TunnelHoldsSlot(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		uc := wsUpstream(e, nil)
 		uc.MaxRequests = 1
 		h := newHarnessOver(t, proto, uc)
@@ -213,8 +214,8 @@ func TestR06LimitMetrics(t *testing.T) {
 	cfg := metrics.DefaultConfig("impulse")
 	cfg.EnableHostname, cfg.EnableRuntimeMetrics = false, false
 	m, _ := metrics.New(cfg, sink)
-	be := newStallBackend(t)
-	uc := staticUpstream("u", "/", be.srv)
+	be := testbackend.NewStall(t)
+	uc := staticUpstream("u", "/", be.Server)
 	uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout, uc.MaxRequestsPerBackend = 2, 2, 30*time.Second, 5
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, MaxRequests: 10, Metrics: m}, ListenerConfig{}, ProtocolH2)
 	var all []<-chan asyncResult
@@ -271,7 +272,7 @@ func TestR06LimitMetrics(t *testing.T) {
 		}
 		return true
 	}, "the limit metrics")
-	be.free(4)
+	be.Free(4)
 	for _, c := range all {
 		checkOK(t, awaitResult(t, c, "request"), "request")
 	}

@@ -8,47 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// stallBackend is an HTTP/1.1 backend whose requests wait for a token on
-// release (or the end of the test) before answering 200.
-type stallBackend struct {
-	srv      *httptest.Server
-	arrived  atomic.Int64
-	release  chan struct{}
-	finished chan struct{} // closed at cleanup: every request ends
-}
-
-func newStallBackend(t *testing.T) *stallBackend {
-	s := &stallBackend{release: make(chan struct{}, 1000), finished: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.arrived.Add(1)
-		select {
-		case <-s.release:
-		case <-s.finished:
-		case <-r.Context().Done():
-		}
-		w.Write([]byte("ok"))
-	}))
-	t.Cleanup(func() { close(s.finished); s.srv.Close() })
-	return s
-}
-
-// free lets n stalled requests (present or future) answer.
-func (s *stallBackend) free(n int) {
-	for range n {
-		s.release <- struct{}{}
-	}
-}
 
 // limiterOf is the concurrency limiter of the named upstream.
 func limiterOf(g *Gateway, name string) *concurrency.Limiter { return g.table.Load().limiters[name] }
@@ -100,8 +68,8 @@ func awaitResult(t *testing.T, c <-chan asyncResult, what string) asyncResult {
 // returns to 0.
 func TestR06FailFast(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		be := newStallBackend(t)
-		uc := staticUpstream("u", "/", be.srv)
+		be := testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", be.Server)
 		uc.MaxRequests = 10
 		h := newHarnessOver(t, proto, uc)
 		lim := limiterOf(h.gw, "u")
@@ -109,7 +77,7 @@ func TestR06FailFast(t *testing.T) {
 		for range 10 {
 			held = append(held, h.getAsync("/slow"))
 		}
-		eventually(t, 10*time.Second, func() bool { return lim.InFlight() == 10 && be.arrived.Load() == 10 }, "10 requests in flight")
+		eventually(t, 10*time.Second, func() bool { return lim.InFlight() == 10 && be.Arrived.Load() == 10 }, "10 requests in flight")
 		var extra []<-chan asyncResult
 		for range 40 {
 			extra = append(extra, h.getAsync("/slow"))
@@ -117,13 +85,13 @@ func TestR06FailFast(t *testing.T) {
 		for i, c := range extra {
 			checkOverloaded(t, awaitResult(t, c, "extra request"), fmt.Sprintf("extra request %d", i))
 		}
-		if n := be.arrived.Load(); n != 10 {
+		if n := be.Arrived.Load(); n != 10 {
 			t.Fatalf("backend saw %d requests, want 10", n)
 		}
 		if n := overloadedCount(h.gw, scopeUpstream, "u"); n != 40 {
 			t.Fatalf("overloaded counter %d, want 40", n)
 		}
-		be.free(10)
+		be.Free(10)
 		for _, c := range held {
 			checkOK(t, awaitResult(t, c, "held request"), "held request")
 		}
@@ -136,8 +104,8 @@ func TestR06FailFast(t *testing.T) {
 // proceed in turn as slots free.
 func TestR06QueueWaits(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		be := newStallBackend(t)
-		uc := staticUpstream("u", "/", be.srv)
+		be := testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", be.Server)
 		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 2, 3, 30*time.Second
 		h := newHarnessOver(t, proto, uc)
 		lim := limiterOf(h.gw, "u")
@@ -145,20 +113,20 @@ func TestR06QueueWaits(t *testing.T) {
 		for range 2 {
 			all = append(all, h.getAsync("/"))
 		}
-		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 2 }, "2 requests at the backend")
+		eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == 2 }, "2 requests at the backend")
 		for range 3 {
 			all = append(all, h.getAsync("/"))
 		}
 		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 3 }, "3 requests queued")
 		checkOverloaded(t, awaitResult(t, h.getAsync("/"), "request beyond the queue"), "request beyond the queue")
-		if lim.Waiting() != 3 || be.arrived.Load() != 2 {
-			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.arrived.Load())
+		if lim.Waiting() != 3 || be.Arrived.Load() != 2 {
+			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.Arrived.Load())
 		}
 		for want := int64(3); want <= 5; want++ {
-			be.free(1) // one request ends: the head of the line takes its slot
-			eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == want && lim.Waiting() == 5-want }, "the next queued request at the backend")
+			be.Free(1) // one request ends: the head of the line takes its slot
+			eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == want && lim.Waiting() == 5-want }, "the next queued request at the backend")
 		}
-		be.free(2)
+		be.Free(2)
 		for _, c := range all {
 			checkOK(t, awaitResult(t, c, "request"), "request")
 		}
@@ -174,7 +142,7 @@ func TestR06QueueWaves(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		var mu sync.Mutex
 		inFlight, peak := 0, 0
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			inFlight++
 			peak = max(peak, inFlight)
@@ -208,22 +176,22 @@ func TestR06QueueWaves(t *testing.T) {
 // 503 overloaded and leaves it.
 func TestR06QueueTimeout(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		be := newStallBackend(t)
-		uc := staticUpstream("u", "/", be.srv)
+		be := testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", be.Server)
 		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 1, 1, 200*time.Millisecond
 		h := newHarnessOver(t, proto, uc)
 		lim := limiterOf(h.gw, "u")
 		held := h.getAsync("/")
-		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "a request at the backend")
+		eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == 1 }, "a request at the backend")
 		start := time.Now()
 		checkOverloaded(t, awaitResult(t, h.getAsync("/"), "queued request"), "queued request")
 		if d := time.Since(start); d < 200*time.Millisecond {
 			t.Fatalf("refused after %v, before queue_timeout", d)
 		}
-		if lim.Waiting() != 0 || be.arrived.Load() != 1 {
-			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.arrived.Load())
+		if lim.Waiting() != 0 || be.Arrived.Load() != 1 {
+			t.Fatalf("waiting %d, backend saw %d", lim.Waiting(), be.Arrived.Load())
 		}
-		be.free(1)
+		be.Free(1)
 		checkOK(t, awaitResult(t, held, "held request"), "held request")
 	})
 }
@@ -233,13 +201,13 @@ func TestR06QueueTimeout(t *testing.T) {
 // for the next one.
 func TestR06ClientLeavesQueue(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		be := newStallBackend(t)
-		uc := staticUpstream("u", "/", be.srv)
+		be := testbackend.NewStall(t)
+		uc := staticUpstream("u", "/", be.Server)
 		uc.MaxRequests, uc.MaxQueue, uc.QueueTimeout = 1, 1, 30*time.Second
 		h := newHarnessOver(t, proto, uc)
 		lim := limiterOf(h.gw, "u")
 		held := h.getAsync("/")
-		eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "a request at the backend")
+		eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == 1 }, "a request at the backend")
 		ctx, cancel := context.WithCancel(context.Background())
 		gone := make(chan error, 1)
 		go func() {
@@ -258,10 +226,10 @@ func TestR06ClientLeavesQueue(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 0 }, "the canceled request out of the queue")
 		next := h.getAsync("/")
 		eventually(t, 10*time.Second, func() bool { return lim.Waiting() == 1 }, "the next request queued")
-		be.free(2)
+		be.Free(2)
 		checkOK(t, awaitResult(t, held, "held request"), "held request")
 		checkOK(t, awaitResult(t, next, "next request"), "next request")
-		if n := be.arrived.Load(); n != 2 {
+		if n := be.Arrived.Load(); n != 2 {
 			t.Fatalf("backend saw %d requests, want 2 (not the canceled one)", n)
 		}
 		eventually(t, 5*time.Second, func() bool { return lim.InFlight() == 0 }, "nothing in flight")
@@ -272,12 +240,12 @@ func TestR06ClientLeavesQueue(t *testing.T) {
 // gets its 503 without sending its body (with and without Expect:
 // 100-continue), as the refusal comes before the body is wrapped.
 func TestR06OverloadedUploadAnsweredAtOnce(t *testing.T) {
-	be := newStallBackend(t)
-	uc := staticUpstream("u", "/", be.srv)
+	be := testbackend.NewStall(t)
+	uc := staticUpstream("u", "/", be.Server)
 	uc.MaxRequests = 1
 	h := newHarnessOver(t, ProtocolH1, uc)
 	held := h.getAsync("/slow")
-	eventually(t, 10*time.Second, func() bool { return be.arrived.Load() == 1 }, "the slot held")
+	eventually(t, 10*time.Second, func() bool { return be.Arrived.Load() == 1 }, "the slot held")
 	for _, expect := range []string{"", "Expect: 100-continue\r\n"} {
 		conn, err := tls.Dial("tcp", strings.TrimPrefix(h.base, "https://"), &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
 		if err != nil {
@@ -291,6 +259,6 @@ func TestR06OverloadedUploadAnsweredAtOnce(t *testing.T) {
 		}
 		conn.Close()
 	}
-	be.free(1)
+	be.Free(1)
 	checkOK(t, awaitResult(t, held, "held request"), "held request")
 }

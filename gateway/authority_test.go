@@ -9,6 +9,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/qpack"
 )
 
@@ -36,7 +37,7 @@ func fields(kv ...string) []qpack.HeaderField {
 // one) and failed as 502 on HTTP/2 backends.
 func TestMalformedAuthorityIsMessageError(t *testing.T) {
 	var hits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	conn := dialRaw(t, h)
 	cases := map[string][]qpack.HeaderField{
@@ -66,7 +67,7 @@ func TestMalformedAuthorityIsMessageError(t *testing.T) {
 // (README "Not done").
 func TestHeaderSectionsQuicGoRejects(t *testing.T) {
 	var hits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	conn := dialRaw(t, h)
 	for name, f := range map[string][]qpack.HeaderField{
@@ -94,7 +95,7 @@ func TestHeaderSectionsQuicGoRejects(t *testing.T) {
 // to the handler, so a request with a missing or malformed :scheme is
 // served like any other. It is answered, never a hang.
 func TestInvalidSchemeIsAnswered(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	conn := dialRaw(t, h)
 	for _, f := range [][]qpack.HeaderField{

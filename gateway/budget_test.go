@@ -14,6 +14,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestRetryBudgetReturnsToZero: many failing requests through every
@@ -32,29 +33,29 @@ func TestRetryBudgetReturnsToZero(t *testing.T) {
 			return p
 		}
 		dead := func(id string) upstream.Spec { return closedPort(t, id, "http") }
-		answer503 := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
-		slow := newSlowBackend(20 * time.Millisecond)
-		stall := newSlowBackend(time.Minute)
-		ok := newH1Backend(t, named("ok"))
+		answer503 := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+		slow := testbackend.NewSlow(20 * time.Millisecond)
+		stall := testbackend.NewSlow(time.Minute)
+		ok := testbackend.NewH1(t, named("ok"))
 
 		plain := staticUpstream("plain", "/plain", ok)
 		plain.Static = append(plain.Static, dead("p1"), dead("p2"))
 		plain.Retry = generous(retry.ConnectFailure)
 		s503 := staticUpstream("s503", "/s503", answer503, answer503, ok)
 		s503.Retry = generous(retry.Status503)
-		hedged := staticUpstream("hedged", "/hedged", newH1Backend(t, slow), newH1Backend(t, slow))
+		hedged := staticUpstream("hedged", "/hedged", testbackend.NewH1(t, slow), testbackend.NewH1(t, slow))
 		hedged.Static = append(hedged.Static, dead("h1"))
 		hedged.Retry = generous(retry.ConnectFailure)
 		hedged.Hedge = retry.Hedge{Delay: 2 * time.Millisecond, Max: 2}
-		echo := newWSEcho(t)
+		echo := testbackend.NewWSEcho(t)
 		tunnels := wsUpstream(echo, nil)
 		tunnels.Static = append(tunnels.Static, dead("w1"), dead("w2"))
 		tunnels.Retry = generous(retry.ConnectFailure)
-		canceled := staticUpstream("canceled", "/canceled", newH1Backend(t, stall))
+		canceled := staticUpstream("canceled", "/canceled", testbackend.NewH1(t, stall))
 		canceled.Static = append(canceled.Static, dead("c1"))
 		canceled.Retry = generous(retry.ConnectFailure, retry.Reset)
 		canceled.Retry.Backoff, canceled.Retry.MaxBackoff = time.Second, time.Second // cancels land in back-offs too
-		timedOut := staticUpstream("timedout", "/timedout", newH1Backend(t, stall), newH1Backend(t, stall))
+		timedOut := staticUpstream("timedout", "/timedout", testbackend.NewH1(t, stall), testbackend.NewH1(t, stall))
 		timedOut.Retry = generous(retry.Reset)
 		timedOut.Retry.PerTryTimeout = 20 * time.Millisecond
 		timedOut.RequestTimeout = 50 * time.Millisecond

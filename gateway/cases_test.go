@@ -15,6 +15,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestB23UnsafeRequestsAreNotReplayed: a POST whose backend resets after
@@ -45,7 +46,7 @@ func TestB23UnsafeRequestsAreNotReplayed(t *testing.T) {
 						c.Close()
 					}
 				})
-				uc := staticUpstream("u", "/", newH1Backend(t, reset), newH1Backend(t, reset))
+				uc := staticUpstream("u", "/", testbackend.NewH1(t, reset), testbackend.NewH1(t, reset))
 				uc.Retry = tc.policy
 				h := newHarnessOver(t, ingress, uc)
 				req, _ := http.NewRequest(tc.method, h.base+"/orders", strings.NewReader("order"))
@@ -84,7 +85,7 @@ func TestL03InFlightReturnsToZero(t *testing.T) {
 				io.WriteString(w, "ok")
 			}
 		})
-		uc := staticUpstream("u", "/", newH1Backend(t, handler), newH1Backend(t, handler), newH1Backend(t, handler))
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, handler), testbackend.NewH1(t, handler), testbackend.NewH1(t, handler))
 		uc.LoadBalancing = "least_request"
 		h := newHarnessOver(t, ingress, uc)
 		var wg sync.WaitGroup
@@ -151,7 +152,7 @@ func TestRemovedBackendConnectionsClose(t *testing.T) {
 	}
 	be.Start()
 	t.Cleanup(be.Close)
-	other := newH1Backend(t, named("b"))
+	other := testbackend.NewH1(t, named("b"))
 	uc := UpstreamConfig{Config: upstream.Config{Name: "web", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/"}}}
 	h := newHarness(t, uc)
 	if err := h.gw.SetDiscovered("web", []upstream.Spec{specFor("a", be), specFor("b", other)}); err != nil {

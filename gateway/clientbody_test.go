@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestIncompleteRequestBodyIsTheClients: a request whose stream ends before
@@ -22,57 +22,49 @@ import (
 // stream error H3_MESSAGE_ERROR, not a 502, and the backend is not
 // penalised: with consecutive_failures = 1 it would otherwise be ejected.
 func TestIncompleteRequestBodyIsTheClients(t *testing.T) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			var served atomic.Int64
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				served.Add(1)
-				io.WriteString(w, "ok")
-			})
-			var a, b *httptest.Server
-			if proto == "h1" {
-				a, b = newH1Backend(t, hf), newH1Backend(t, hf)
-			} else {
-				a, b = newH2Backend(t, hf), newH2Backend(t, hf)
-			}
-			uc := staticUpstream("web", "/", a, b)
-			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
-			h := newHarness(t, uc)
-			for range 4 {
-				req, _ := http.NewRequest("POST", h.base+"/upload", strings.NewReader("ten bytes!"))
-				req.ContentLength = 100000
-				resp, err := h.client.Do(req)
-				if err == nil {
-					resp.Body.Close()
-					t.Fatalf("got %d %q, want a stream error", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
-				}
-				var he *http3.Error
-				if !errors.As(err, &he) || he.ErrorCode != http3.ErrCodeMessageError {
-					t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
-				}
-			}
-			for _, bi := range h.gw.Backends() {
-				if bi.Ejected || !bi.Eligible {
-					t.Fatalf("a client's incomplete body ejected backend %s: %+v", bi.ID, bi)
-				}
-			}
-			resp := h.get("/")
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("after the bad requests: %d", resp.StatusCode)
-			}
-			// Nothing is left in flight: the drain ends at once. (quic-go's
-			// client drops a connection that saw a stream error from its pool
-			// without closing it, so the drain runs before the harness closes
-			// the client.)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := h.gw.Shutdown(ctx); err != nil {
-				t.Fatalf("drain after the bad requests: %v", err)
-			}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		var served atomic.Int64
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			served.Add(1)
+			io.WriteString(w, "ok")
 		})
-	}
+		uc := staticUpstream("web", "/", backendOver(t, proto, hf), backendOver(t, proto, hf))
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+		h := newHarness(t, uc)
+		for range 4 {
+			req, _ := http.NewRequest("POST", h.base+"/upload", strings.NewReader("ten bytes!"))
+			req.ContentLength = 100000
+			resp, err := h.client.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("got %d %q, want a stream error", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+			}
+			var he *http3.Error
+			if !errors.As(err, &he) || he.ErrorCode != http3.ErrCodeMessageError {
+				t.Fatalf("got %v, want stream error H3_MESSAGE_ERROR", err)
+			}
+		}
+		for _, bi := range h.gw.Backends() {
+			if bi.Ejected || !bi.Eligible {
+				t.Fatalf("a client's incomplete body ejected backend %s: %+v", bi.ID, bi)
+			}
+		}
+		resp := h.get("/")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("after the bad requests: %d", resp.StatusCode)
+		}
+		// Nothing is left in flight: the drain ends at once. (quic-go's
+		// client drops a connection that saw a stream error from its pool
+		// without closing it, so the drain runs before the harness closes
+		// the client.)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.gw.Shutdown(ctx); err != nil {
+			t.Fatalf("drain after the bad requests: %v", err)
+		}
+	})
 }
 
 // TestSlowRequestBodyIsNotHeldBack: coalescing a body of known length never
@@ -82,7 +74,7 @@ func TestIncompleteRequestBodyIsTheClients(t *testing.T) {
 func TestSlowRequestBodyIsNotHeldBack(t *testing.T) {
 	const pieces = 5
 	got := make(chan time.Time, pieces) // when the backend had each KiB
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 64<<10)
 		total := 0
 		for {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // tool is the path of a test client installed by scripts/deps.sh; CI
@@ -42,7 +44,7 @@ func run(t *testing.T, bin string, args ...string) string {
 func TestRealClientsOverTCP(t *testing.T) {
 	curl := tool(t, "curl", "curl")
 	h2load := tool(t, "h2load", "nghttp2-client")
-	be := newH1Backend(t, named("u"))
+	be := testbackend.NewH1(t, named("u"))
 	h := newHarnessOver(t, ProtocolH2, staticUpstream("u", "/", be))
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, h.cert.CertPEM, 0o600); err != nil {

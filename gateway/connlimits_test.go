@@ -14,6 +14,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestLimitHeaderBytesH2: over HTTP/2 the limit is advertised in
@@ -21,8 +23,8 @@ import (
 // list beyond it gets 431 from Go's server without reaching the backend;
 // a single field longer than the limit ends the connection.
 func TestLimitHeaderBytesH2(t *testing.T) {
-	var cb countingBackend
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, ProtocolH2, cb.start(t))
+	var cb testbackend.Counter
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, ProtocolH2, countingUpstream(t, &cb))
 	c := dialH2(t, h)
 	if got := c.settings[http2.SettingMaxHeaderListSize]; got < 4096 || got > 4096+1024 {
 		t.Errorf("SETTINGS_MAX_HEADER_LIST_SIZE %d, want 4096 plus Go's overhead", got)
@@ -45,7 +47,7 @@ func TestLimitHeaderBytesH2(t *testing.T) {
 	if res := c.await(5); !res.goAway || res.code != http2.ErrCodeCompression {
 		t.Errorf("one 8 KiB field: %+v, want GOAWAY COMPRESSION_ERROR", res)
 	}
-	if n := cb.hits.Load(); n != 1 {
+	if n := cb.Total.Load(); n != 1 {
 		t.Errorf("backend saw %d requests, want 1", n)
 	}
 }
@@ -66,7 +68,7 @@ func closedByPeer(t *testing.T, c net.Conn, what string) {
 // handshake, or its HTTP/1.1 header section, within read_header_timeout
 // is disconnected.
 func TestLimitReadHeaderTimeout(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{ReadHeaderTimeout: 300 * time.Millisecond}}, ProtocolH1, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{ReadHeaderTimeout: 300 * time.Millisecond}}, ProtocolH1, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	addr := h.gw.Addrs()["test"].String()
 	raw, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -89,7 +91,7 @@ func TestLimitReadHeaderTimeout(t *testing.T) {
 // whose header block never ends (Go's server has no header timeout there).
 func TestLimitIdleTimeout(t *testing.T) {
 	lc := ListenerConfig{Limits: Limits{IdleTimeout: 300 * time.Millisecond}}
-	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	up := staticUpstream("u", "/", testbackend.NewH1(t, named("u")))
 	t.Run(ProtocolH1, func(t *testing.T) {
 		h := startHarness(t, lc, ProtocolH1, up)
 		c, err := tls.Dial("tcp", h.gw.Addrs()["test"].String(), &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
@@ -139,7 +141,7 @@ func TestLimitIdleTimeout(t *testing.T) {
 // CONNECTION_REFUSED and a TCP one waits (its TLS handshake does not
 // start); once a connection closes, a new one gets in.
 func TestLimitMaxConnections(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConnections: 2}}, ProtocolH1, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConnections: 2}}, ProtocolH1, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	addr := h.gw.Addrs()["test"].String()
 	l := h.gw.listeners["test"]
 	tlsConf := &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}}
@@ -197,7 +199,7 @@ func TestLimitMaxConnections(t *testing.T) {
 // TestLimitMaxConcurrentStreams: HTTP/2 advertises max_concurrent_streams
 // in SETTINGS; HTTP/3 grants that many bidirectional streams.
 func TestLimitMaxConcurrentStreams(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConcurrentStreams: 3}}, ProtocolH2, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Limits: Limits{MaxConcurrentStreams: 3}}, ProtocolH2, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	if got := dialH2(t, h).settings[http2.SettingMaxConcurrentStreams]; got != 3 {
 		t.Errorf("HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS %d, want 3", got)
 	}
@@ -217,8 +219,8 @@ func TestLimitMaxConcurrentStreams(t *testing.T) {
 // TestLimitsReload: an Apply changes the pipeline's limits (URI, body,
 // max_connections) of a running listener at once.
 func TestLimitsReload(t *testing.T) {
-	var cb countingBackend
-	up := cb.start(t)
+	var cb testbackend.Counter
+	up := countingUpstream(t, &cb)
 	h := startHarness(t, ListenerConfig{Limits: Limits{MaxURIBytes: 100, MaxRequestBodyBytes: 10}}, ProtocolH2, up)
 	target := "/" + strings.Repeat("a", 150)
 	if code, _, _ := h.do("GET", target, nil, 0, nil); code != 414 {

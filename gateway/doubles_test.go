@@ -2,32 +2,27 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/quicvarint"
-	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
-	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // h3Frame is one frame of an HTTP/3 response stream as received.
@@ -112,163 +107,16 @@ func reqFields(method, path string, extra ...qpack.HeaderField) []qpack.HeaderFi
 // dataFrame is an HTTP/3 DATA frame carrying s.
 func dataFrame(s string) []byte { return append(append([]byte{0x00}, varint(uint64(len(s)))...), s...) }
 
-// scriptedH1 is a raw TCP HTTP/1.1 backend double: it reads each request of
-// a keep-alive connection and writes script's bytes as sent, so it can
-// misbehave as net/http never would (stray bytes after a HEAD response, a
-// body on a 204). It returns an *httptest.Server shell for staticUpstream.
-func scriptedH1(t *testing.T, script func(r *http.Request) string) *httptest.Server {
+// framerH2 is an upstream (name, one route under prefix) whose one backend
+// is a testbackend.FramerH2 answering with script.
+func framerH2(t *testing.T, name, prefix string, script func(method, path string) testbackend.H2Reply) UpstreamConfig {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveConns(t, ln, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			out := script(req)
-			if _, err := io.WriteString(c, strings.TrimSuffix(out, closeAfter)); err != nil || strings.HasSuffix(out, closeAfter) {
-				return
-			}
-		}
-	})
-	return &httptest.Server{Listener: ln}
-}
-
-// serveConns accepts connections on ln and runs handle on each in its own
-// goroutine (handle need not close c); at the test's end it closes ln and
-// every connection and waits for the handlers.
-func serveConns(t *testing.T, ln net.Listener, handle func(c net.Conn)) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				handle(c)
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-}
-
-// closeAfter at the end of a scriptedH1 answer closes the connection after
-// it (a body delimited by the end of the connection).
-const closeAfter = "\x00close"
-
-// h2Reply is what framerH2 sends on one stream: HEADERS blocks (1xx ones
-// first), then DATA (if any), with END_STREAM on the last frame.
-type h2Reply struct {
-	blocks [][]hpack.HeaderField
-	data   string
-}
-
-// framerH2 is an HTTP/2-over-TLS backend double built on x/net/http2's
-// Framer, for misbehaviour a real server refuses (DATA on a 204,
-// content-length on a 1xx). It returns the upstream config to reach it.
-func framerH2(t *testing.T, name, prefix string, script func(method, path string) h2Reply) UpstreamConfig {
-	t.Helper()
-	cert, err := selfsigned.New("localhost", "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert.TLS}, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveConns(t, ln, func(c net.Conn) { serveFramer(c, script) })
-	port := ln.Addr().(*net.TCPAddr).Port
+	addr, roots := testbackend.FramerH2(t, script)
 	return UpstreamConfig{
 		Config: upstream.Config{Name: name, ResponseHeaderTimeout: 5 * time.Second,
-			TLS: &tls.Config{RootCAs: cert.Pool}},
+			TLS: &tls.Config{RootCAs: roots}},
 		Routes: []RouteConfig{{PathPrefix: prefix}},
-		Static: []upstream.Spec{{ID: "0", Scheme: "https", Host: "127.0.0.1", Port: port, Weight: 1}},
-	}
-}
-
-func serveFramer(c net.Conn, script func(method, path string) h2Reply) {
-	preface := make([]byte, len(http2.ClientPreface))
-	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
-		return
-	}
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if err := fr.WriteSettings(); err != nil {
-		return
-	}
-	methods := map[uint32][2]string{}
-	reply := func(id uint32) error {
-		m := methods[id]
-		rep := script(m[0], m[1])
-		var buf bytes.Buffer
-		enc := hpack.NewEncoder(&buf)
-		for i, blk := range rep.blocks {
-			buf.Reset()
-			for _, f := range blk {
-				enc.WriteField(f)
-			}
-			last := i == len(rep.blocks)-1 && rep.data == ""
-			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: buf.Bytes(), EndHeaders: true, EndStream: last}); err != nil {
-				return err
-			}
-		}
-		if rep.data != "" {
-			return fr.WriteData(id, true, []byte(rep.data))
-		}
-		return nil
-	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				if err := fr.WriteSettingsAck(); err != nil {
-					return
-				}
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				fr.WritePing(true, f.Data)
-			}
-		case *http2.MetaHeadersFrame:
-			methods[f.StreamID] = [2]string{f.PseudoValue("method"), f.PseudoValue("path")}
-			if f.StreamEnded() {
-				if reply(f.StreamID) != nil {
-					return
-				}
-			}
-		case *http2.DataFrame:
-			if f.StreamEnded() {
-				if reply(f.StreamID) != nil {
-					return
-				}
-			}
-		case *http2.GoAwayFrame:
-			return
-		}
+		Static: []upstream.Spec{{ID: "0", Scheme: "https", Host: "127.0.0.1", Port: addr.Port, Weight: 1}},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestGracefulShutdownFinishesSlowResponse: Shutdown lets an in-flight slow
@@ -19,7 +20,7 @@ import (
 func TestGracefulShutdownFinishesSlowResponse(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		started := make(chan struct{})
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "first;")
 			w.(http.Flusher).Flush()
 			close(started)
@@ -43,7 +44,7 @@ func TestGracefulShutdownFinishesSlowResponse(t *testing.T) {
 
 func TestConcurrentMembershipChangesNoFailures(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		servers := []*httptest.Server{newH1Backend(t, named("a")), newH1Backend(t, named("b")), newH1Backend(t, named("c"))}
+		servers := []*httptest.Server{testbackend.NewH1(t, named("a")), testbackend.NewH1(t, named("b")), testbackend.NewH1(t, named("c"))}
 		uc := UpstreamConfig{Config: upstream.Config{Name: "web", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/"}}}
 		h := newHarnessOver(t, ingress, uc)
 		set := func(idx ...int) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
@@ -63,7 +64,7 @@ func TestEarlyDataNotNominatedAway(t *testing.T) {
 func TestI03EarlyData(t *testing.T) {
 	t.Run("on", func(t *testing.T) {
 		be := &earlyBackend{}
-		h := startHarness(t, ListenerConfig{EarlyData: true}, ProtocolH3, staticUpstream("u", "/", newH1Backend(t, be)))
+		h := startHarness(t, ListenerConfig{EarlyData: true}, ProtocolH3, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 		cache := newTicketCache()
 		tc := &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", ClientSessionCache: cache}
 		if !primeTicket(t, h, tc, cache) {
@@ -146,7 +147,7 @@ func TestI03EarlyData(t *testing.T) {
 
 	t.Run("off", func(t *testing.T) {
 		be := &earlyBackend{}
-		h := startHarness(t, ListenerConfig{}, ProtocolH3, staticUpstream("u", "/", newH1Backend(t, be)))
+		h := startHarness(t, ListenerConfig{}, ProtocolH3, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 		cache := newTicketCache()
 		tc := &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", ClientSessionCache: cache}
 		if primeTicket(t, h, tc, cache) {
@@ -194,7 +195,7 @@ func TestI03EarlyData(t *testing.T) {
 			t.Skip("gtlsclient (Debian ngtcp2-client) not installed: run scripts/deps.sh")
 		}
 		be := &earlyBackend{}
-		h := startHarness(t, ListenerConfig{EarlyData: true}, ProtocolH3, staticUpstream("u", "/", newH1Backend(t, be)))
+		h := startHarness(t, ListenerConfig{EarlyData: true}, ProtocolH3, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 		dir := t.TempDir()
 		data := filepath.Join(dir, "body")
 		if err := os.WriteFile(data, []byte("data"), 0o600); err != nil {
@@ -243,9 +244,9 @@ func TestI03EarlyData(t *testing.T) {
 
 	// Go's TLS server has no early data: over TCP nothing is ever early.
 	t.Run("tcp", func(t *testing.T) {
-		for _, proto := range []string{ProtocolH1, ProtocolH2} {
+		for _, proto := range tcpProtocols {
 			be := &earlyBackend{}
-			h := startHarness(t, ListenerConfig{EarlyData: true}, proto, staticUpstream("u", "/", newH1Backend(t, be)))
+			h := startHarness(t, ListenerConfig{EarlyData: true}, proto, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 			resp, err := h.client.Post(h.base+"/p", "text/plain", strings.NewReader("data"))
 			if err != nil {
 				t.Fatal(err)
@@ -261,7 +262,7 @@ func TestI03EarlyData(t *testing.T) {
 	// once off, a ticket issued while it was on no longer gets 0-RTT.
 	t.Run("reload", func(t *testing.T) {
 		be := &earlyBackend{}
-		ups := []UpstreamConfig{staticUpstream("u", "/", newH1Backend(t, be))}
+		ups := []UpstreamConfig{staticUpstream("u", "/", testbackend.NewH1(t, be))}
 		h := startHarness(t, ListenerConfig{}, ProtocolH3, ups...)
 		before := h.gw.Addrs()["test"].String()
 		apply := func(on bool) {

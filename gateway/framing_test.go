@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 )
@@ -41,7 +42,7 @@ type h1Seen struct {
 // framing on the returned channel.
 func newFramingH1Backend(t *testing.T) (*httptest.Server, chan h1Seen) {
 	seen := make(chan h1Seen, 16)
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		seen <- h1Seen{method: r.Method, contentLength: r.Header["Content-Length"], te: r.TransferEncoding, body: int(n)}
 		io.WriteString(w, "ok")
@@ -102,14 +103,14 @@ func TestB15NoBodyMeansNoBodyFraming(t *testing.T) {
 		}
 	})
 	t.Run("h2", func(t *testing.T) {
-		fb := newFrameBackend(t, 0, 0)
+		fb := testbackend.NewFrameBackend(t, 0, 0)
 		h := newHarness(t, staticUpstream("u", "/", fb.Server))
 		conn := dialRaw(t, h)
 		for i, c := range cases {
 			if status, _ := rawExchange(t, conn, send(c)); status != "200" {
 				t.Fatalf("%s: status %q", c.name, status)
 			}
-			st := fb.answered()[i]
+			st := fb.Answered()[i]
 			if st.Method != c.method || !st.HeadersEnd || st.DataFrames != 0 {
 				t.Errorf("%s reached the backend as %s with END_STREAM on HEADERS %v and %d DATA frames; want END_STREAM, none",
 					c.name, st.Method, st.HeadersEnd, st.DataFrames)
@@ -146,7 +147,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 	t.Run("h1", func(t *testing.T) {
 		arrived := make(chan int, 16)
 		seen := make(chan h1Seen, 1)
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			buf, total := make([]byte, 1024), 0
 			for {
 				n, err := r.Body.Read(buf)
@@ -171,7 +172,7 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 	})
 	t.Run("h2", func(t *testing.T) {
 		arrived := make(chan int, 16)
-		be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			buf, total := make([]byte, 1024), 0
 			var err error
 			for err == nil {
@@ -201,48 +202,43 @@ func TestB14BodyWithoutContentLengthIsForwardedWhole(t *testing.T) {
 // for the 100) it is forwarded without waiting at all: here the wait is
 // made longer than the test's patience.
 func TestB15ProbeNeverStallsARequest(t *testing.T) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			started := make(chan struct{}, 1)
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				started <- struct{}{}
-				b, _ := io.ReadAll(r.Body)
-				io.WriteString(w, string(b))
-			})
-			be := newH1Backend(t, hf)
-			if proto == "h2" {
-				be = newH2Backend(t, hf)
-			}
-			h := newHarness(t, staticUpstream("u", "/", be))
-			conn := dialRaw(t, h)
-			for _, c := range []struct {
-				method string
-				expect bool
-			}{{"GET", false}, {"POST", false}, {"POST", true}} {
-				restore := func() {}
-				if c.expect {
-					restore = reqbody.SetProbeWait(time.Hour)
-				}
-				var extra []qpack.HeaderField
-				if c.expect {
-					extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
-				}
-				status, body := rawExchange(t, conn, func(str *quic.Stream) {
-					str.Write(headersFrame(reqFields(c.method, "/duplex", extra...)...))
-					select {
-					case <-started:
-					case <-time.After(10 * time.Second):
-						t.Errorf("%s (expect %v): the backend never saw the request while the client waited for it", c.method, c.expect)
-					}
-					str.Write(dataFrame("late body"))
-				})
-				restore()
-				if status != "200" || string(body) != "late body" {
-					t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
-				}
-			}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		started := make(chan struct{}, 1)
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			started <- struct{}{}
+			b, _ := io.ReadAll(r.Body)
+			io.WriteString(w, string(b))
 		})
-	}
+		be := backendOver(t, proto, hf)
+		h := newHarness(t, staticUpstream("u", "/", be))
+		conn := dialRaw(t, h)
+		for _, c := range []struct {
+			method string
+			expect bool
+		}{{"GET", false}, {"POST", false}, {"POST", true}} {
+			restore := func() {}
+			if c.expect {
+				restore = reqbody.SetProbeWait(time.Hour)
+			}
+			var extra []qpack.HeaderField
+			if c.expect {
+				extra = append(extra, qpack.HeaderField{Name: "expect", Value: "100-continue"})
+			}
+			status, body := rawExchange(t, conn, func(str *quic.Stream) {
+				str.Write(headersFrame(reqFields(c.method, "/duplex", extra...)...))
+				select {
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Errorf("%s (expect %v): the backend never saw the request while the client waited for it", c.method, c.expect)
+				}
+				str.Write(dataFrame("late body"))
+			})
+			restore()
+			if status != "200" || string(body) != "late body" {
+				t.Errorf("%s (expect %v): got %q %q", c.method, c.expect, status, body)
+			}
+		}
+	})
 }
 
 // TestB15EmptyBodyKnownWithoutWaiting: when a request's stream ended with
@@ -252,7 +248,7 @@ func TestB15ProbeNeverStallsARequest(t *testing.T) {
 // quic-go stop answering such a read with io.EOF, every GET would take the
 // bounded probe instead, and none would here.
 func TestB15EmptyBodyKnownWithoutWaiting(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	const n = 20
 	before := reqbody.Probes()

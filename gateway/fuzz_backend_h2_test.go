@@ -8,10 +8,13 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // strictH2Backend is a raw h2c backend (x/net/http2's Framer) that checks
@@ -23,13 +26,14 @@ import (
 // is not an origin-form target. It answers 200 "h2" on every stream.
 // Problems are recorded with the fields.
 type strictH2Backend struct {
-	connServer
+	testbackend.ConnServer
+	mu       sync.Mutex
 	problems []string // guarded by mu
 }
 
 func newStrictH2Backend() (*strictH2Backend, error) {
 	b := &strictH2Backend{}
-	if err := b.listen(b.serve); err != nil {
+	if err := b.Listen(b.serve); err != nil {
 		return nil, err
 	}
 	return b, nil

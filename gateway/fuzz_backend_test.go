@@ -10,8 +10,10 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -27,14 +29,15 @@ import (
 // (then waits for the gateway to close the tunnel). What is wrong is
 // recorded, with the request's bytes.
 type strictBackend struct {
-	connServer
+	testbackend.ConnServer
+	mu       sync.Mutex
 	problems []string // guarded by mu
 	requests int
 }
 
 func newStrictBackend() (*strictBackend, error) {
 	b := &strictBackend{}
-	if err := b.listen(b.serve); err != nil {
+	if err := b.Listen(b.serve); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -20,7 +21,7 @@ import (
 func TestConnectionCannotStrikeRequestID(t *testing.T) {
 	be := &idBackend{}
 	var gotSecret []string
-	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotSecret = r.Header.Values("X-Secret")
 		be.ServeHTTP(w, r)
 	}))))
@@ -50,7 +51,7 @@ func TestInvalidMethodIsMalformed(t *testing.T) {
 	methods := []string{`"x`, "G(T", "GE T", "G\u00e9T", "A/B"}
 	t.Run("h3", func(t *testing.T) {
 		var hits atomic.Int64
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 		h := newHarness(t, staticUpstream("u", "/", be))
 		conn := dialRaw(t, h)
 		for _, m := range methods {

@@ -63,7 +63,7 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(be.close)
+	f.Cleanup(be.Close)
 	cert, err := selfsigned.New("localhost", "127.0.0.1")
 	if err != nil {
 		f.Fatal(err)
@@ -72,13 +72,13 @@ func newIngressHarness(f testing.TB) *ingressHarness {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(be2.close)
+	f.Cleanup(be2.Close)
 	uc := UpstreamConfig{Config: upstream.Config{Name: "strict", ResponseHeaderTimeout: 5 * time.Second},
 		Routes: []RouteConfig{{PathPrefix: "/"}},
-		Static: []upstream.Spec{{ID: "0", Scheme: "http", Host: "127.0.0.1", Port: be.ln.Addr().(*net.TCPAddr).Port, Weight: 1}}}
+		Static: []upstream.Spec{{ID: "0", Scheme: "http", Host: "127.0.0.1", Port: be.Addr().(*net.TCPAddr).Port, Weight: 1}}}
 	uc2 := UpstreamConfig{Config: upstream.Config{Name: "strict-h2c", ResponseHeaderTimeout: 5 * time.Second},
 		Routes: []RouteConfig{{PathPrefix: "/h2c"}},
-		Static: []upstream.Spec{{ID: "0", Scheme: "h2c", Host: "127.0.0.1", Port: be2.ln.Addr().(*net.TCPAddr).Port, Weight: 1}}}
+		Static: []upstream.Spec{{ID: "0", Scheme: "h2c", Host: "127.0.0.1", Port: be2.Addr().(*net.TCPAddr).Port, Weight: 1}}}
 	gw, err := New(Config{Upstreams: []UpstreamConfig{uc, uc2}})
 	if err != nil {
 		f.Fatal(err)

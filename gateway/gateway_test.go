@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // harness is a running gateway on a loopback port (UDP and TCP) with a
@@ -103,14 +105,55 @@ func clientTransport(proto string, tc *tls.Config) http.RoundTripper {
 	}
 }
 
-// protocols are the ingress protocols every pipeline test runs over.
+// protocols are the ingress protocols every pipeline test runs over. A
+// test that loops over protocols takes them from here: all of them, or
+// one of the named subsets below.
 var protocols = []string{ProtocolH1, ProtocolH2, ProtocolH3}
+
+var (
+	// tcpProtocols are the ingress protocols over TLS on TCP (Go's TLS
+	// server and net/http's clients), where HTTP/3's QUIC has no say.
+	tcpProtocols = []string{ProtocolH1, ProtocolH2}
+	// streamProtocols are the ingress protocols with streams and
+	// trailers, the ones gRPC runs over.
+	streamProtocols = []string{ProtocolH2, ProtocolH3}
+	// backendProtocols are the protocols of the test backends a test
+	// runs each case against (backendOver): HTTP/1.1 and HTTP/2 over
+	// TLS, named as the ingress ones.
+	backendProtocols = []string{ProtocolH1, ProtocolH2}
+)
 
 // forEachProtocol runs f as a subtest per ingress protocol.
 func forEachProtocol(t *testing.T, f func(t *testing.T, proto string)) {
-	for _, p := range protocols {
+	forProtocols(t, protocols, f)
+}
+
+// forProtocols runs f as a subtest per protocol of list (protocols or a
+// subset), named after the protocol.
+func forProtocols(t *testing.T, list []string, f func(t *testing.T, proto string)) {
+	for _, p := range list {
 		t.Run(p, func(t *testing.T) { f(t, p) })
 	}
+}
+
+// except is list without the protocols drop, in list's order.
+func except(list []string, drop ...string) []string {
+	var out []string
+	for _, p := range list {
+		if !slices.Contains(drop, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// backendOver is a test backend serving hf over proto, one of
+// backendProtocols: HTTP/1.1 (cleartext) or HTTP/2 over TLS.
+func backendOver(t *testing.T, proto string, hf http.HandlerFunc) *httptest.Server {
+	if proto == ProtocolH1 {
+		return testbackend.NewH1(t, hf)
+	}
+	return testbackend.NewH2(t, hf)
 }
 
 func (h *harness) get(path string) *http.Response {
@@ -175,21 +218,6 @@ func poolOf(s *httptest.Server) *x509.CertPool {
 	return p
 }
 
-// newH2Backend is an HTTP/2-over-TLS backend.
-func newH2Backend(t *testing.T, h http.Handler) *httptest.Server {
-	s := httptest.NewUnstartedServer(h)
-	s.EnableHTTP2 = true
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func newH1Backend(t *testing.T, h http.Handler) *httptest.Server {
-	s := httptest.NewServer(h)
-	t.Cleanup(s.Close)
-	return s
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 	t.Helper()
@@ -205,7 +233,7 @@ func eventually(t *testing.T, d time.Duration, cond func() bool, msg string) {
 // TestReloadKeepsUpstreamWithEqualTLS: an Apply with an equal but newly
 // built TLS configuration keeps the upstream (and its backends' health).
 func TestReloadKeepsUpstreamWithEqualTLS(t *testing.T) {
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	uc := staticUpstream("u", "/", be)
 	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
 	if err != nil {

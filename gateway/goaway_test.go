@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestB22GracefulGoAwayCostsNoRequest: an HTTP/2 backend answers ten
@@ -19,7 +20,7 @@ import (
 // all succeed, each POST reaches the backend whole exactly once per answer,
 // and the backend's health is untouched (one failure would eject it).
 func TestB22GracefulGoAwayCostsNoRequest(t *testing.T) {
-	fb := newFrameBackend(t, 10, 10)
+	fb := testbackend.NewFrameBackend(t, 10, 10)
 	uc := staticUpstream("u", "/", fb.Server)
 	// x/net/http2 replays a stream at once, but backs off (1 s, 2 s, ...)
 	// before replaying one a second time; the timeout leaves it room.
@@ -57,13 +58,13 @@ func TestB22GracefulGoAwayCostsNoRequest(t *testing.T) {
 		}
 	}
 	replayed := 0
-	for _, st := range fb.unprocessed() {
+	for _, st := range fb.Unprocessed() {
 		if st.Method == "POST" {
 			replayed++
 		}
 	}
-	t.Logf("answered %d, left unprocessed %d (%d POSTs)", len(fb.answered()), len(fb.unprocessed()), replayed)
-	for _, st := range fb.answered() {
+	t.Logf("answered %d, left unprocessed %d (%d POSTs)", len(fb.Answered()), len(fb.Unprocessed()), replayed)
+	for _, st := range fb.Answered() {
 		if st.Method == "POST" && st.Body != len(body) {
 			t.Errorf("a POST reached the backend with %d of %d body bytes", st.Body, len(body))
 		}
@@ -80,7 +81,7 @@ func TestB22GracefulGoAwayCostsNoRequest(t *testing.T) {
 // started fails (502), but never counts against the backend's health: with
 // consecutive_failures = 1 one such failure would eject it.
 func TestB22GracefulGoAwayIsNotABackendFailure(t *testing.T) {
-	fb := newFrameBackend(t, 2, 10)
+	fb := testbackend.NewFrameBackend(t, 2, 10)
 	uc := staticUpstream("u", "/", fb.Server)
 	uc.ResponseHeaderTimeout = 30 * time.Second
 	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}

@@ -208,7 +208,7 @@ func TestI06GRPCDeadline(t *testing.T) {
 			uc, probe := grpcBackendWith(t, scheme)
 			h := newHarness(t, uc)
 			clients := map[string]*http.Client{"h2": h2Client(h), "h3": h.client}
-			for _, proto := range []string{"h2", "h3"} {
+			for _, proto := range streamProtocols {
 				client := clients[proto]
 				t.Run(proto+"/before headers", func(t *testing.T) {
 					drain(probe.started)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestI06GatewayAnswersGRPC: a grpc-go client over the TCP HTTP/2 ingress
@@ -21,7 +22,7 @@ import (
 // answers (no route, no backend, a backend timeout) the client gets a gRPC
 // status in a Trailers-Only response, never "unexpected content-type".
 func TestI06GatewayAnswersGRPC(t *testing.T) {
-	hang := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hang := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // net/http notices a closed connection only once the body is read
 		<-r.Context().Done()
 	}))

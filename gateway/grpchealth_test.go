@@ -21,6 +21,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // grpcHealthBackend starts a grpc-go server over scheme ("https" with
@@ -202,20 +203,20 @@ func TestGRPCHealthCheckReasons(t *testing.T) {
 		mu   sync.Mutex
 		seen *http.Request
 	)
-	notGRPC := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	notGRPC := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = r
 		mu.Unlock()
 		w.Write([]byte("hello"))
 	}))
-	hang := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	hang := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	refused, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusedAddr := refused.Addr().String()
 	refused.Close()
-	h1 := newH1Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h1 := testbackend.NewH1(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	specs := []upstream.Spec{
 		grpcHealthBackend(t, "h2c", nil, "no-health-service", nil),

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,20 +15,8 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// newH2CBackend is a cleartext HTTP/2 backend that speaks nothing else: a
-// net/http server whose only protocol is UnencryptedHTTP2 (prior knowledge,
-// RFC 9113 §3.3), so an HTTP/1.1 request would fail.
-func newH2CBackend(t *testing.T, h http.Handler) *httptest.Server {
-	t.Helper()
-	s := httptest.NewUnstartedServer(h)
-	s.Config.Protocols = new(http.Protocols)
-	s.Config.Protocols.SetUnencryptedHTTP2(true)
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
 
 // h2cSpec is the h2c:// backend spec of a server listening on addr.
 func h2cSpec(id, addr string) upstream.Spec {
@@ -58,7 +45,7 @@ func TestH2CBackend(t *testing.T) {
 		var proto []string
 		var te []string
 		release := make(chan struct{})
-		be := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			proto = append(proto, r.Proto+" tls="+strconv.FormatBool(r.TLS != nil))
 			te = r.Header.Values("Te")
@@ -146,7 +133,7 @@ func TestH2CActiveCheck(t *testing.T) {
 		var healthy atomic.Bool
 		healthy.Store(true)
 		var checks, nonH2 atomic.Int64
-		be := newH2CBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/health" {
 				checks.Add(1)
 				if r.ProtoMajor != 2 || r.TLS != nil {
@@ -210,43 +197,12 @@ func TestH2CConnectFailure(t *testing.T) {
 	}
 }
 
-// newH2CFrameBackend is a frameBackend (h2frames_test.go) over cleartext
-// TCP: an h2c backend that sends a graceful GOAWAY on demand.
-func newH2CFrameBackend(t *testing.T, goAwayAfter int, maxStreams uint32) (*frameBackend, string) {
-	t.Helper()
-	fb := &frameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[halfCloser]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() { fb.serve(c.(*net.TCPConn)) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		fb.mu.Lock()
-		for c := range fb.conns {
-			c.Close()
-		}
-		fb.mu.Unlock()
-		wg.Wait()
-	})
-	return fb, ln.Addr().String()
-}
-
 // TestH2CGracefulGoAwayReplays: an h2c backend that sends GOAWAY(NO_ERROR)
 // after eight streams per connection (allowing 16 at once) leaves later streams unprocessed; the
 // gateway sends them again, POST bodies included, so 24 concurrent POSTs all
 // succeed and each reaches the backend whole.
 func TestH2CGracefulGoAwayReplays(t *testing.T) {
-	fb, addr := newH2CFrameBackend(t, 8, 16)
+	fb, addr := testbackend.NewH2CFrameBackend(t, 8, 16)
 	uc := h2cUpstream(addr)
 	uc.ResponseHeaderTimeout = 2 * time.Minute // x/net/http2 backs off before a second replay
 	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
@@ -290,12 +246,12 @@ func TestH2CGracefulGoAwayReplays(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d of 24 POSTs failed", failed.Load())
 	}
-	for _, st := range fb.answered() {
+	for _, st := range fb.Answered() {
 		if st.Body != len(body) {
 			t.Errorf("a POST reached the backend with %d of %d body bytes", st.Body, len(body))
 		}
 	}
-	t.Logf("answered %d, left unprocessed %d", len(fb.answered()), len(fb.unprocessed()))
+	t.Logf("answered %d, left unprocessed %d", len(fb.Answered()), len(fb.Unprocessed()))
 	for _, bi := range h.gw.Backends() {
 		if bi.Ejected || !bi.Eligible {
 			t.Errorf("a graceful GOAWAY counted against the h2c backend: %+v", bi)

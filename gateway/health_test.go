@@ -3,43 +3,19 @@ package gateway
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// flappy is a backend whose health endpoint and traffic answers can be
-// switched.
-type flappy struct {
-	*httptest.Server
-	healthy atomic.Bool
-	hits    atomic.Int64
-}
-
-func newFlappy(t *testing.T, name string) *flappy {
-	f := &flappy{}
-	f.healthy.Store(true)
-	f.Server = newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
-			if !f.healthy.Load() {
-				w.WriteHeader(503)
-			}
-			return
-		}
-		f.hits.Add(1)
-		io.WriteString(w, name)
-	}))
-	return f
-}
 
 // TestB26NoHealthyBackendIs503: every backend failing its active check gives
 // 503 no_healthy_backend; recovery brings traffic back.
 func TestB26NoHealthyBackendIs503(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		a, b := testbackend.NewFlappy(t, "a"), testbackend.NewFlappy(t, "b")
 		uc := staticUpstream("web", "/", a.Server, b.Server)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
 			HealthyThreshold: 1, UnhealthyThreshold: 2, UnknownIsHealthy: true}
@@ -49,8 +25,8 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("healthy: %d", resp.StatusCode)
 		}
-		a.healthy.Store(false)
-		b.healthy.Store(false)
+		a.Healthy.Store(false)
+		b.Healthy.Store(false)
 		eventually(t, 5*time.Second, func() bool {
 			for _, bi := range h.gw.Backends() {
 				if bi.Eligible {
@@ -59,13 +35,13 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 			}
 			return true
 		}, "both backends unhealthy")
-		before := a.hits.Load() + b.hits.Load()
+		before := a.Hits.Load() + b.Hits.Load()
 		resp = h.get("/")
 		resp.Body.Close()
 		if resp.StatusCode != 503 || resp.Header.Get("X-Impulse-Error") != "no_healthy_backend" {
 			t.Fatalf("got %d %q, want 503 no_healthy_backend", resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
 		}
-		if a.hits.Load()+b.hits.Load() != before {
+		if a.Hits.Load()+b.Hits.Load() != before {
 			t.Fatal("an unhealthy backend received traffic")
 		}
 		for _, bi := range h.gw.Backends() {
@@ -73,7 +49,7 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 				t.Fatalf("snapshot %+v", bi)
 			}
 		}
-		b.healthy.Store(true)
+		b.Healthy.Store(true)
 		eventually(t, 5*time.Second, func() bool {
 			resp := h.get("/")
 			body, _ := io.ReadAll(resp.Body)
@@ -89,10 +65,10 @@ func TestB26NoHealthyBackendIs503(t *testing.T) {
 // clock in gateway/health.)
 func TestPassiveEjectionBoundsErrors(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b := newFlappy(t, "a"), newFlappy(t, "b")
+		a, b := testbackend.NewFlappy(t, "a"), testbackend.NewFlappy(t, "b")
 		var dead atomic.Bool
 		var cHits atomic.Int64
-		c := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if dead.Load() {
 				w.WriteHeader(503)
 				return
@@ -128,7 +104,7 @@ func TestPassiveEjectionBoundsErrors(t *testing.T) {
 // backend as path and query, not as an escaped path.
 func TestActiveCheckPathWithQuery(t *testing.T) {
 	got := make(chan string, 16)
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case got <- r.URL.Path + " ? " + r.URL.RawQuery:
 		default:
@@ -154,12 +130,12 @@ func TestActiveCheckPathWithQuery(t *testing.T) {
 func TestBackendsReportDraining(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
 		<-release
 		io.WriteString(w, "done")
 	}))
-	other := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	other := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h := newHarness(t, staticUpstream("old", "/old", slow), staticUpstream("new", "/", other))
 	done := make(chan int, 1)
 	go func() {
@@ -200,8 +176,8 @@ func TestBackendsReportDraining(t *testing.T) {
 // instead of starting it over as "unknown" and eligible.
 func TestReloadKeepsBackendHealth(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		up := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-		down := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		up := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		down := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		down.Close() // connection refused from now on
 		uc := staticUpstream("web", "/", up, down)
 		uc.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,

@@ -1,41 +1,15 @@
 package gateway
 
 import (
-	"io"
-	"net/http"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// slowBackend answers after delay unless its request is canceled first,
-// counting both.
-type slowBackend struct {
-	hits     *hits
-	canceled atomic.Int64
-	delay    atomic.Int64 // time.Duration: a test changes it while requests run
-}
-
-func newSlowBackend(d time.Duration) *slowBackend {
-	s := &slowBackend{hits: newHits()}
-	s.delay.Store(int64(d))
-	return s
-}
-
-func (s *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.hits.note(r)
-	select {
-	case <-time.After(time.Duration(s.delay.Load())):
-		io.WriteString(w, "slow")
-	case <-r.Context().Done():
-		s.canceled.Add(1)
-	}
-}
 
 // TestHedgeWinsOverASlowBackend: with hedge { delay = 50ms }, a GET whose
 // first try goes to a slow backend gets a copy sent to the fast one, whose
@@ -43,9 +17,9 @@ func (s *slowBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // would eject with consecutive_failures = 1). POSTs are never hedged.
 func TestHedgeWinsOverASlowBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		slow := newSlowBackend(2 * time.Second)
-		fast := newHits()
-		uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, okBackend(fast)))
+		slow := testbackend.NewSlow(2 * time.Second)
+		fast := new(testbackend.Counter)
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), testbackend.NewH1(t, testbackend.OK(fast)))
 		uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 		h := newHarnessOver(t, ingress, uc)
@@ -59,16 +33,16 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 				t.Fatalf("GET %d took %v: the hedge did not win", i, d)
 			}
 		}
-		slowGets := slow.hits.total.Load()
+		slowGets := slow.Total.Load()
 		if slowGets == 0 {
 			t.Fatal("no first try went to the slow backend")
 		}
-		eventually(t, 5*time.Second, func() bool { return slow.canceled.Load() == slowGets }, "the slow tries canceled")
+		eventually(t, 5*time.Second, func() bool { return slow.Canceled.Load() == slowGets }, "the slow tries canceled")
 		if sent, won := counted(h.gw, observe.Hedged, "u", ""), counted(h.gw, observe.HedgeWon, "u", ""); sent != uint64(slowGets) || won != sent {
 			t.Errorf("hedges sent %d, won %d; want %d each", sent, won, slowGets)
 		}
-		if fast.total.Load() != n {
-			t.Errorf("the fast backend got %d GETs, want %d (one each)", fast.total.Load(), n)
+		if fast.Total.Load() != n {
+			t.Errorf("the fast backend got %d GETs, want %d (one each)", fast.Total.Load(), n)
 		}
 		for _, bi := range h.gw.Backends() {
 			if bi.Ejected || !bi.Eligible {
@@ -76,14 +50,14 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 			}
 		}
 		// POSTs go out once.
-		slow.delay.Store(int64(200 * time.Millisecond))
-		before := slow.hits.total.Load() + fast.total.Load()
+		slow.SetDelay(200 * time.Millisecond)
+		before := slow.Total.Load() + fast.Total.Load()
 		for i := range 4 {
 			if code, _ := sendOne(t, h, "POST", "/hedge", "p"+strconv.Itoa(i), 16); code != 200 {
 				t.Fatalf("POST %d: %d", i, code)
 			}
 		}
-		if got := slow.hits.total.Load() + fast.total.Load() - before; got != 4 {
+		if got := slow.Total.Load() + fast.Total.Load() - before; got != 4 {
 			t.Errorf("4 POSTs reached the backends %d times: a POST was hedged", got)
 		}
 	})
@@ -92,8 +66,8 @@ func TestHedgeWinsOverASlowBackend(t *testing.T) {
 // TestHedgesCountAgainstTheBudget: with a budget of no retries at all, no
 // hedge is sent; the refusals are counted.
 func TestHedgesCountAgainstTheBudget(t *testing.T) {
-	slow := newSlowBackend(150 * time.Millisecond)
-	uc := staticUpstream("u", "/", newH1Backend(t, slow), newH1Backend(t, slow))
+	slow := testbackend.NewSlow(150 * time.Millisecond)
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), testbackend.NewH1(t, slow))
 	uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
 	uc.Retry = retry.Default()
 	uc.Retry.Budget = retry.Budget{Percent: 0, MinConcurrency: 0}
@@ -103,8 +77,8 @@ func TestHedgesCountAgainstTheBudget(t *testing.T) {
 			t.Fatalf("GET: %d", code)
 		}
 	}
-	if slow.hits.total.Load() != 3 || counted(h.gw, observe.Hedged, "u", "") != 0 {
-		t.Errorf("%d tries, %d hedges, with no budget", slow.hits.total.Load(), counted(h.gw, observe.Hedged, "u", ""))
+	if slow.Total.Load() != 3 || counted(h.gw, observe.Hedged, "u", "") != 0 {
+		t.Errorf("%d tries, %d hedges, with no budget", slow.Total.Load(), counted(h.gw, observe.Hedged, "u", ""))
 	}
 	if counted(h.gw, observe.BudgetExhausted, "u", "") != 3 {
 		t.Errorf("budget exhausted counted %d, want 3", counted(h.gw, observe.BudgetExhausted, "u", ""))

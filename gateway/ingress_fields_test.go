@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // tlsH1 sends raw HTTP/1.1 requests over TLS to h and reads one response
@@ -89,7 +91,7 @@ func TestB11ConnectionSpecificFieldsOverH1(t *testing.T) {
 func TestH1AbsoluteFormAndChunkedClose(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		got = append(got, r.Host+" "+r.URL.RequestURI())
 		mu.Unlock()
@@ -119,7 +121,7 @@ func TestH1AbsoluteFormAndChunkedClose(t *testing.T) {
 // its framing gets a 400 client_body_malformed on the wire (what the
 // metrics count) and the connection closes.
 func TestH1MalformedChunkedBodyIs400(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	h := newHarnessOver(t, ProtocolH1, staticUpstream("u", "/", be))
 	for _, body := range []string{"zz\r\nabc\r\n0\r\n\r\n", "3\r\nabcX\r\n0\r\n\r\n"} {
 		resp := tlsH1(t, h, "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
@@ -133,7 +135,7 @@ func TestH1MalformedChunkedBodyIs400(t *testing.T) {
 // a body with Content-Length reach an HTTP/1.1 client, sent chunked (only a
 // chunked body has a trailer section, RFC 9112 §7.1.2).
 func TestH1ClientGetsTrailersOfALengthBody(t *testing.T) {
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Trailer", "X-Sum")
 		w.Header().Set("Content-Length", "4")
 		io.WriteString(w, "body")

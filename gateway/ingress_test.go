@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // requestsCountedOver is the request count of one label set for one
@@ -29,12 +29,12 @@ func requestsCountedOver(g *Gateway, proto, upstream, code, reason string) uint6
 // answers are the same over HTTP/1.1, HTTP/2 and HTTP/3, and the request
 // metrics carry the protocol.
 func TestPipelineOverEveryProtocol(t *testing.T) {
-	a := newH1Backend(t, named("a"))
-	b := newH2Backend(t, named("b"))
-	rr1, rr2 := newH1Backend(t, named("rr1")), newH1Backend(t, named("rr2"))
-	closed := newH1Backend(t, named("x"))
+	a := testbackend.NewH1(t, named("a"))
+	b := testbackend.NewH2(t, named("b"))
+	rr1, rr2 := testbackend.NewH1(t, named("rr1")), testbackend.NewH1(t, named("rr2"))
+	closed := testbackend.NewH1(t, named("x"))
 	closed.Close()
-	slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	slow := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	timeout := staticUpstream("slow", "/slow", slow)
 	timeout.ResponseHeaderTimeout = 100 * time.Millisecond
 	ups := []UpstreamConfig{
@@ -90,7 +90,7 @@ func TestPipelineOverEveryProtocol(t *testing.T) {
 // TestI07AltSvc: responses over TCP carry the gateway's Alt-Svc, never the
 // backend's; HTTP/3 responses carry none; no h3 entry without h3.
 func TestI07AltSvc(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Alt-Svc", `h2=":9999"; ma=60`)
 	}))
 	up := staticUpstream("u", "/u", be)
@@ -125,7 +125,7 @@ func TestI07AltSvc(t *testing.T) {
 // 400 (as Go's server answers), an ALPN the listener does not offer fails
 // the handshake with no_application_protocol (RFC 7301 §3.2).
 func TestTCPIngressRefusesWhatItCannotServe(t *testing.T) {
-	h := startHarness(t, ListenerConfig{Protocols: []string{ProtocolH2, ProtocolH3}}, ProtocolH2, staticUpstream("u", "/", newH1Backend(t, named("u"))))
+	h := startHarness(t, ListenerConfig{Protocols: []string{ProtocolH2, ProtocolH3}}, ProtocolH2, staticUpstream("u", "/", testbackend.NewH1(t, named("u"))))
 	addr := h.gw.Addrs()["test"].String()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -164,7 +164,7 @@ func TestTCPIngressRefusesWhatItCannotServe(t *testing.T) {
 // TestProtocolSubsets: a listener binds only the sockets its protocols
 // need.
 func TestProtocolSubsets(t *testing.T) {
-	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	up := staticUpstream("u", "/", testbackend.NewH1(t, named("u")))
 	t.Run("h1 only", func(t *testing.T) {
 		h := startHarness(t, ListenerConfig{Protocols: []string{ProtocolH1}}, ProtocolH1, up)
 		resp := h.get("/")
@@ -197,7 +197,7 @@ func TestProtocolSubsets(t *testing.T) {
 // TestReloadChangesProtocols: turning TCP on and off on a running listener
 // keeps its address and its open QUIC connections.
 func TestReloadChangesProtocols(t *testing.T) {
-	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	up := staticUpstream("u", "/", testbackend.NewH1(t, named("u")))
 	// The TCP port of the UDP one's number must stay free until the reload
 	// binds it: an outgoing connection could take it (Apply then fails with
 	// EADDRINUSE, as it should). A listener holds it meanwhile.
@@ -255,7 +255,7 @@ func TestReloadChangesProtocols(t *testing.T) {
 func TestDrainOverEveryProtocol(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		started, release := make(chan struct{}), make(chan struct{})
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(started)
 			<-release
 			io.WriteString(w, "done")
@@ -300,8 +300,9 @@ func TestB16ExpectContinueOverTCP(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		w.Write(b)
 	})
-	for _, ingress := range []string{ProtocolH1, ProtocolH2} {
-		for name, be := range map[string]*httptest.Server{"h1": newH1Backend(t, echo), "h2": newH2Backend(t, echo)} {
+	for _, ingress := range tcpProtocols {
+		for _, name := range backendProtocols {
+			be := backendOver(t, name, echo)
 			t.Run(ingress+" to "+name, func(t *testing.T) {
 				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
 				h.client.Transport.(*http.Transport).ExpectContinueTimeout = time.Minute // the client's patience
@@ -328,7 +329,7 @@ func TestB16ExpectContinueOverTCP(t *testing.T) {
 // after their next response (HTTP/2 GOAWAY, HTTP/1.1 Connection: close),
 // and new ones cannot negotiate it.
 func TestReloadTurningH1OrH2OffClosesTheirConnections(t *testing.T) {
-	up := staticUpstream("u", "/", newH1Backend(t, named("u")))
+	up := staticUpstream("u", "/", testbackend.NewH1(t, named("u")))
 	for _, c := range []struct{ drop, keep string }{{ProtocolH2, ProtocolH1}, {ProtocolH1, ProtocolH2}} {
 		t.Run("drop "+c.drop, func(t *testing.T) {
 			h := newHarnessOver(t, c.drop, up)
@@ -361,7 +362,7 @@ func TestReloadTurningH1OrH2OffClosesTheirConnections(t *testing.T) {
 // connection without a request in flight, never one whose request waits on
 // a slow backend (keep-alive PINGs hold the QUIC connection meanwhile).
 func TestH3RequestOutlivesIdleTimeout(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			time.Sleep(1500 * time.Millisecond) // three idle timeouts of silence
 		}

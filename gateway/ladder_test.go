@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,20 +18,12 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // Tests of the upstream timeout ladder's pipeline part (timeouts.go):
 // body_idle (R08) and request (R05), over every ingress protocol and to
 // HTTP/1.1 and HTTP/2 backends.
-
-// backendOver starts hf as an HTTP/1.1 ("h1") or HTTP/2 over TLS ("h2")
-// backend.
-func backendOver(t *testing.T, proto string, hf http.HandlerFunc) *httptest.Server {
-	if proto == "h1" {
-		return newH1Backend(t, hf)
-	}
-	return newH2Backend(t, hf)
-}
 
 // ejectOnFirstFailure makes one passive-health failure eject a backend, so
 // that a test sees whether an outcome blamed it.
@@ -80,7 +71,7 @@ func checkReset(t *testing.T, ingress string, err error) {
 func TestR08StalledResponseBodyIsCut(t *testing.T) {
 	const bodyIdle = 300 * time.Millisecond
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
+		for _, proto := range backendProtocols {
 			for _, known := range []bool{true, false} {
 				name := proto + "/streamed"
 				if known {
@@ -137,39 +128,37 @@ func TestR08SlowResponseBodyIsNotCut(t *testing.T) {
 	const bodyIdle = 450 * time.Millisecond
 	const pieces = 9
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
-					w.WriteHeader(200)
-					w.(http.Flusher).Flush()
-					for range pieces {
-						select {
-						case <-time.After(bodyIdle / 3):
-						case <-r.Context().Done():
-							return
-						}
-						w.Write([]byte("x"))
-						w.(http.Flusher).Flush()
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(200)
+				w.(http.Flusher).Flush()
+				for range pieces {
+					select {
+					case <-time.After(bodyIdle / 3):
+					case <-r.Context().Done():
+						return
 					}
-				})
-				uc := staticUpstream("u", "/", be)
-				uc.BodyIdleTimeout, uc.Passive = bodyIdle, ejectOnFirstFailure
-				uc.ResponseHeaderTimeout = bodyIdle
-				h := newHarnessOver(t, ingress, uc)
-				resp := h.get("/")
-				defer resp.Body.Close()
-				got, took, err := readAllTimed(resp)
-				if err != nil || string(got) != strings.Repeat("x", pieces) {
-					t.Fatalf("slow body: %q %v", got, err)
-				}
-				if took < 2*bodyIdle {
-					t.Errorf("the body took %v: the test did not trickle", took)
-				}
-				if ejected(h.gw) {
-					t.Error("a slow backend was ejected")
+					w.Write([]byte("x"))
+					w.(http.Flusher).Flush()
 				}
 			})
-		}
+			uc := staticUpstream("u", "/", be)
+			uc.BodyIdleTimeout, uc.Passive = bodyIdle, ejectOnFirstFailure
+			uc.ResponseHeaderTimeout = bodyIdle
+			h := newHarnessOver(t, ingress, uc)
+			resp := h.get("/")
+			defer resp.Body.Close()
+			got, took, err := readAllTimed(resp)
+			if err != nil || string(got) != strings.Repeat("x", pieces) {
+				t.Fatalf("slow body: %q %v", got, err)
+			}
+			if took < 2*bodyIdle {
+				t.Errorf("the body took %v: the test did not trickle", took)
+			}
+			if ejected(h.gw) {
+				t.Error("a slow backend was ejected")
+			}
+		})
 	})
 }
 
@@ -240,7 +229,7 @@ func TestR08GRPCStreamIsGovernedByBodyIdle(t *testing.T) {
 // keep them.
 func TestR08TunnelsIgnoreTheLadder(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		uc := wsUpstream(e, nil)
 		uc.BodyIdleTimeout, uc.RequestTimeout = 100*time.Millisecond, 200*time.Millisecond
 		h := newHarnessOver(t, proto, uc)
@@ -266,30 +255,28 @@ func TestR08TunnelsIgnoreTheLadder(t *testing.T) {
 func TestR05RequestTimeoutBeforeTheResponse(t *testing.T) {
 	const request = 400 * time.Millisecond
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
-					<-r.Context().Done()
-				})
-				uc := staticUpstream("u", "/", be)
-				uc.RequestTimeout, uc.Passive = request, ejectOnFirstFailure
-				uc.ResponseHeaderTimeout = 10 * time.Second
-				h := newHarnessOver(t, ingress, uc)
-				start := time.Now()
-				code, reason, err := h.do("GET", "/", nil, 0, nil)
-				took := time.Since(start)
-				if err != nil || code != 504 || reason != answer.RequestTimeout.Reason {
-					t.Fatalf("%d %q %v, want 504 %s", code, reason, err, answer.RequestTimeout.Reason)
-				}
-				if took < request-50*time.Millisecond || took > 5*time.Second {
-					t.Errorf("answered after %v, want about %v", took, request)
-				}
-				if n := requestsCountedOver(h.gw, ingress, "u", "5xx", answer.RequestTimeout.Reason); n != 1 {
-					t.Errorf("counted %d, want 1", n)
-				}
-				eventually(t, 5*time.Second, func() bool { return ejected(h.gw) }, "the hanging backend to be ejected")
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done()
 			})
-		}
+			uc := staticUpstream("u", "/", be)
+			uc.RequestTimeout, uc.Passive = request, ejectOnFirstFailure
+			uc.ResponseHeaderTimeout = 10 * time.Second
+			h := newHarnessOver(t, ingress, uc)
+			start := time.Now()
+			code, reason, err := h.do("GET", "/", nil, 0, nil)
+			took := time.Since(start)
+			if err != nil || code != 504 || reason != answer.RequestTimeout.Reason {
+				t.Fatalf("%d %q %v, want 504 %s", code, reason, err, answer.RequestTimeout.Reason)
+			}
+			if took < request-50*time.Millisecond || took > 5*time.Second {
+				t.Errorf("answered after %v, want about %v", took, request)
+			}
+			if n := requestsCountedOver(h.gw, ingress, "u", "5xx", answer.RequestTimeout.Reason); n != 1 {
+				t.Errorf("counted %d, want 1", n)
+			}
+			eventually(t, 5*time.Second, func() bool { return ejected(h.gw) }, "the hanging backend to be ejected")
+		})
 	})
 }
 
@@ -299,43 +286,41 @@ func TestR05RequestTimeoutBeforeTheResponse(t *testing.T) {
 func TestR05RequestTimeoutCutsALongBody(t *testing.T) {
 	const request = 500 * time.Millisecond
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
-					w.WriteHeader(200)
-					for {
-						w.Write([]byte("x"))
-						w.(http.Flusher).Flush()
-						select {
-						case <-time.After(20 * time.Millisecond):
-						case <-r.Context().Done():
-							return
-						}
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			be := backendOver(t, proto, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(200)
+				for {
+					w.Write([]byte("x"))
+					w.(http.Flusher).Flush()
+					select {
+					case <-time.After(20 * time.Millisecond):
+					case <-r.Context().Done():
+						return
 					}
-				})
-				uc := staticUpstream("u", "/", be)
-				uc.RequestTimeout, uc.BodyIdleTimeout, uc.Passive = request, 10*time.Second, ejectOnFirstFailure
-				h := newHarnessOver(t, ingress, uc)
-				start := time.Now()
-				resp, err := h.client.Get(h.base + "/")
-				if err != nil {
-					checkReset(t, ingress, err)
-					return
-				}
-				defer resp.Body.Close()
-				_, _, err = readAllTimed(resp)
-				checkReset(t, ingress, err)
-				if took := time.Since(start); took < request-50*time.Millisecond || took > 5*time.Second {
-					t.Errorf("cut after %v, want about %v", took, request)
-				}
-				// Counted with the status the client got, as a body_idle cut.
-				eventually(t, 5*time.Second, func() bool { return requestsCountedOver(h.gw, ingress, "u", "2xx", answer.RequestTimeout.Reason) == 1 },
-					"the request timeout to be counted")
-				if ejected(h.gw) {
-					t.Error("a backend streaming past the request timeout was ejected")
 				}
 			})
-		}
+			uc := staticUpstream("u", "/", be)
+			uc.RequestTimeout, uc.BodyIdleTimeout, uc.Passive = request, 10*time.Second, ejectOnFirstFailure
+			h := newHarnessOver(t, ingress, uc)
+			start := time.Now()
+			resp, err := h.client.Get(h.base + "/")
+			if err != nil {
+				checkReset(t, ingress, err)
+				return
+			}
+			defer resp.Body.Close()
+			_, _, err = readAllTimed(resp)
+			checkReset(t, ingress, err)
+			if took := time.Since(start); took < request-50*time.Millisecond || took > 5*time.Second {
+				t.Errorf("cut after %v, want about %v", took, request)
+			}
+			// Counted with the status the client got, as a body_idle cut.
+			eventually(t, 5*time.Second, func() bool { return requestsCountedOver(h.gw, ingress, "u", "2xx", answer.RequestTimeout.Reason) == 1 },
+				"the request timeout to be counted")
+			if ejected(h.gw) {
+				t.Error("a backend streaming past the request timeout was ejected")
+			}
+		})
 	})
 }
 

@@ -5,34 +5,18 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
-// countingBackend is an HTTP/1.1 backend that reads each request body to
-// its end (or failure) and records the requests and the most body bytes
-// one of them delivered.
-type countingBackend struct {
-	hits, maxBody atomic.Int64
-}
-
-func (cb *countingBackend) start(t *testing.T) UpstreamConfig {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cb.hits.Add(1)
-		n, _ := io.Copy(io.Discard, r.Body)
-		for {
-			m := cb.maxBody.Load()
-			if n <= m || cb.maxBody.CompareAndSwap(m, n) {
-				break
-			}
-		}
-		io.WriteString(w, "ok")
-	}))
-	return staticUpstream("u", "/", be)
+// countingUpstream is upstream "u", every path, to an HTTP/1.1 backend
+// that counts in c what reached it and answers "ok".
+func countingUpstream(t *testing.T, c *testbackend.Counter) UpstreamConfig {
+	return staticUpstream("u", "/", testbackend.NewH1(t, testbackend.OK(c)))
 }
 
 // do sends one request and returns its status and x-impulse-error, or the
@@ -62,8 +46,8 @@ func (h *harness) do(method, path string, body io.Reader, length int64, hdr http
 // 414 uri_too_long from the pipeline over every protocol, before routing.
 func TestLimitURITooLong(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		var cb countingBackend
-		h := startHarness(t, ListenerConfig{Limits: Limits{MaxURIBytes: 100}}, proto, cb.start(t))
+		var cb testbackend.Counter
+		h := startHarness(t, ListenerConfig{Limits: Limits{MaxURIBytes: 100}}, proto, countingUpstream(t, &cb))
 		long := "/" + strings.Repeat("a", 60) + "?" + strings.Repeat("q", 60)
 		if code, reason, err := h.do("GET", long, nil, 0, nil); err != nil || code != 414 || reason != answer.URITooLong.Reason {
 			t.Errorf("121-byte target: %d %q %v, want 414 %s", code, reason, err, answer.URITooLong.Reason)
@@ -71,7 +55,7 @@ func TestLimitURITooLong(t *testing.T) {
 		if code, _, err := h.do("GET", "/"+strings.Repeat("a", 99), nil, 0, nil); err != nil || code != 200 {
 			t.Errorf("100-byte target: %d %v, want 200", code, err)
 		}
-		if n := cb.hits.Load(); n != 1 {
+		if n := cb.Total.Load(); n != 1 {
 			t.Errorf("backend saw %d requests, want 1", n)
 		}
 		if n := requestsCountedOver(h.gw, proto, "", "4xx", answer.URITooLong.Reason); n != 1 {
@@ -85,23 +69,21 @@ func TestLimitURITooLong(t *testing.T) {
 // HTTP/2 is in TestLimitHeaderBytesH2, Go's client refusing to send it)
 // and never reaches the backend.
 func TestLimitHeaderBytes(t *testing.T) {
-	for _, proto := range []string{ProtocolH1, ProtocolH3} {
-		t.Run(proto, func(t *testing.T) {
-			var cb countingBackend
-			h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, proto, cb.start(t))
-			big := http.Header{"X-Big": {strings.Repeat("b", 16<<10)}}
-			if code, _, err := h.do("GET", "/", nil, 0, big); err != nil || code != 431 {
-				t.Errorf("16 KiB header: %d %v, want 431", code, err)
-			}
-			small := http.Header{"X-Small": {strings.Repeat("s", 1024)}}
-			if code, _, err := h.do("GET", "/", nil, 0, small); err != nil || code != 200 {
-				t.Errorf("1 KiB header: %d %v, want 200", code, err)
-			}
-			if n := cb.hits.Load(); n != 1 {
-				t.Errorf("backend saw %d requests, want 1", n)
-			}
-		})
-	}
+	forProtocols(t, except(protocols, ProtocolH2), func(t *testing.T, proto string) {
+		var cb testbackend.Counter
+		h := startHarness(t, ListenerConfig{Limits: Limits{MaxHeaderBytes: 4096}}, proto, countingUpstream(t, &cb))
+		big := http.Header{"X-Big": {strings.Repeat("b", 16<<10)}}
+		if code, _, err := h.do("GET", "/", nil, 0, big); err != nil || code != 431 {
+			t.Errorf("16 KiB header: %d %v, want 431", code, err)
+		}
+		small := http.Header{"X-Small": {strings.Repeat("s", 1024)}}
+		if code, _, err := h.do("GET", "/", nil, 0, small); err != nil || code != 200 {
+			t.Errorf("1 KiB header: %d %v, want 200", code, err)
+		}
+		if n := cb.Total.Load(); n != 1 {
+			t.Errorf("backend saw %d requests, want 1", n)
+		}
+	})
 }
 
 // TestLimitRequestBody: max_request_body_bytes answers a Content-Length
@@ -110,8 +92,8 @@ func TestLimitHeaderBytes(t *testing.T) {
 // an upstream's own limit replaces the listener's, up or down.
 func TestLimitRequestBody(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		var cb countingBackend
-		def := cb.start(t)
+		var cb testbackend.Counter
+		def := countingUpstream(t, &cb)
 		bigger, smaller := def, def
 		def.Routes = []RouteConfig{{PathPrefix: "/"}}
 		bigger.Name, bigger.Routes, bigger.MaxRequestBodyBytes = "bigger", []RouteConfig{{PathPrefix: "/bigger"}}, 5000
@@ -127,28 +109,28 @@ func TestLimitRequestBody(t *testing.T) {
 			{"/", 1000, 200}, {"/", 1001, 413}, {"/bigger", 5000, 200}, {"/bigger", 5001, 413},
 			{"/smaller", 10, 200}, {"/smaller", 11, 413},
 		} {
-			before := cb.hits.Load()
+			before := cb.Total.Load()
 			code, reason, err := h.do("POST", c.path, body(c.n), int64(c.n), nil)
 			if err != nil || code != c.status || (c.status == 413 && reason != answer.BodyTooLarge.Reason) {
 				t.Errorf("%s with Content-Length %d: %d %q %v, want %d", c.path, c.n, code, reason, err, c.status)
 			}
-			if c.status == 413 && cb.hits.Load() != before {
+			if c.status == 413 && cb.Total.Load() != before {
 				t.Errorf("%s with Content-Length %d reached the backend", c.path, c.n)
 			}
 		}
 
 		// Unknown length: cut at the limit. The client may see the 413
 		// or, having sent more than the gateway read, an error.
-		cb.maxBody.Store(0)
+		cb.MaxBody.Store(0)
 		code, reason, err := h.do("POST", "/", io.MultiReader(body(3000)), -1, nil)
 		if err == nil && (code != 413 || reason != answer.BodyTooLarge.Reason) {
 			t.Errorf("3000-byte stream: %d %q, want 413 %s", code, reason, answer.BodyTooLarge.Reason)
 		}
-		if n := cb.maxBody.Load(); n > 1000 {
+		if n := cb.MaxBody.Load(); n > 1000 {
 			t.Errorf("the backend got %d bytes of a body limited to 1000", n)
 		}
-		if code, _, err := h.do("POST", "/", io.MultiReader(body(1000)), -1, nil); err != nil || code != 200 || cb.maxBody.Load() != 1000 {
-			t.Errorf("1000-byte stream: %d %v, backend got %d bytes", code, err, cb.maxBody.Load())
+		if code, _, err := h.do("POST", "/", io.MultiReader(body(1000)), -1, nil); err != nil || code != 200 || cb.MaxBody.Load() != 1000 {
+			t.Errorf("1000-byte stream: %d %v, backend got %d bytes", code, err, cb.MaxBody.Load())
 		}
 	})
 }
@@ -187,8 +169,8 @@ func (s *stalledBody) Close() error {
 // whose bytes keep coming is not cut.
 func TestLimitClientBodyTimeout(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		var cb countingBackend
-		uc := cb.start(t)
+		var cb testbackend.Counter
+		uc := countingUpstream(t, &cb)
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 		h := startHarness(t, ListenerConfig{Limits: Limits{ClientBodyTimeout: 500 * time.Millisecond}}, proto, uc)
 
@@ -230,8 +212,8 @@ func TestLimitClientBodyTimeout(t *testing.T) {
 // connection, which cancels the request, and on HTTP/2 it closes the body.)
 func TestBodyOfUnknownLengthArrivingLater(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		var cb countingBackend
-		h := newHarnessOver(t, proto, cb.start(t))
+		var cb testbackend.Counter
+		h := newHarnessOver(t, proto, countingUpstream(t, &cb))
 		l := h.gw.listeners["test"]
 		pr, pw := io.Pipe()
 		go func() {
@@ -241,8 +223,8 @@ func TestBodyOfUnknownLengthArrivingLater(t *testing.T) {
 			pw.Write([]byte("late body"))
 			pw.Close()
 		}()
-		if code, _, err := h.do("POST", "/", pr, -1, nil); err != nil || code != 200 || cb.maxBody.Load() != 9 {
-			t.Errorf("%d %v; the backend got %d bytes of 9", code, err, cb.maxBody.Load())
+		if code, _, err := h.do("POST", "/", pr, -1, nil); err != nil || code != 200 || cb.MaxBody.Load() != 9 {
+			t.Errorf("%d %v; the backend got %d bytes of 9", code, err, cb.MaxBody.Load())
 		}
 	})
 }

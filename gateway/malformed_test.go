@@ -15,6 +15,8 @@ import (
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestMalformedRequestsAreStreamErrors sends hand-encoded HEADERS frames that
@@ -22,7 +24,7 @@ import (
 // of type H3_MESSAGE_ERROR (0x10e), never forwarded to a backend.
 func TestMalformedRequestsAreStreamErrors(t *testing.T) {
 	var hits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	valid := []qpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"}, {Name: ":authority", Value: "localhost"}, {Name: ":path", Value: "/"}}
 	cases := map[string][]qpack.HeaderField{
@@ -135,31 +137,26 @@ func TestB14ContentLengthMismatchIsMalformed(t *testing.T) {
 		"DATA after content-length 0":   slices.Concat(req("0"), data("abc")),
 		"bad trailer, content-length 0": slices.Concat(req("0"), headers(qpack.HeaderField{Name: ":path", Value: "/x"})),
 	}
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			var whole atomic.Int64
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if _, err := io.ReadAll(r.Body); err == nil {
-					whole.Add(1)
-				}
-			})
-			be := newH1Backend(t, hf)
-			if proto == "h2" {
-				be = newH2Backend(t, hf)
-			}
-			h := newHarness(t, staticUpstream("u", "/", be))
-			conn := dialRaw(t, h)
-			for name, raw := range cases {
-				t.Run(name, func(t *testing.T) { wantMessageError(t, conn, raw) })
-			}
-			if n := whole.Load(); n != 0 {
-				t.Fatalf("the backend received %d whole malformed requests", n)
-			}
-			resp := h.get("/")
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("a good request after them: %d", resp.StatusCode)
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		var whole atomic.Int64
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err == nil {
+				whole.Add(1)
 			}
 		})
-	}
+		be := backendOver(t, proto, hf)
+		h := newHarness(t, staticUpstream("u", "/", be))
+		conn := dialRaw(t, h)
+		for name, raw := range cases {
+			t.Run(name, func(t *testing.T) { wantMessageError(t, conn, raw) })
+		}
+		if n := whole.Load(); n != 0 {
+			t.Fatalf("the backend received %d whole malformed requests", n)
+		}
+		resp := h.get("/")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a good request after them: %d", resp.StatusCode)
+		}
+	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestObserversAgree: over every ingress, a mixed run (answers relayed,
@@ -35,7 +36,7 @@ import (
 func TestObserversAgree(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		arrived := make(chan struct{}, 1)
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/web/503":
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -49,7 +50,7 @@ func TestObserversAgree(t *testing.T) {
 				io.WriteString(w, "ok")
 			}
 		}))
-		fast := newH1Backend(t, named("fast"))
+		fast := testbackend.NewH1(t, named("fast"))
 		web := staticUpstream("web", "/web", be)
 		web.Static = append(web.Static, closedPort(t, "dead", "http")) // connect failures, retried
 		web.MaxRequestBodyBytes = 16
@@ -60,7 +61,7 @@ func TestObserversAgree(t *testing.T) {
 		hedged := staticUpstream("hedged", "/hedge", be, fast)
 		hedged.LoadBalancing = "round_robin"
 		hedged.Hedge = retry.Hedge{Delay: 5 * time.Millisecond, Max: 1}
-		echo := newWSEcho(t)
+		echo := testbackend.NewWSEcho(t)
 		ups := []UpstreamConfig{web, down, staticUpstream("empty", "/empty"), limited, hedged, wsUpstream(echo, nil)}
 		if proto != ProtocolH1 {
 			g := grpcBackend(t)

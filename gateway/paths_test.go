@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/quic-go"
 )
 
@@ -74,7 +75,7 @@ func readRawResponse(str *quic.Stream) (status, body string, err error) {
 func TestPathNormalisationRouting(t *testing.T) {
 	var s seen
 	// admin is an HTTP/2 backend: both protocols get the normal form.
-	api, admin, root := newH1Backend(t, s.handler("api")), newH2Backend(t, s.handler("admin")), newH1Backend(t, s.handler("root"))
+	api, admin, root := testbackend.NewH1(t, s.handler("api")), testbackend.NewH2(t, s.handler("admin")), testbackend.NewH1(t, s.handler("root"))
 	h := newHarness(t, staticUpstream("api", "/api/", api), staticUpstream("admin", "/admin", admin), staticUpstream("root", "/", root))
 	conn := dialRaw(t, h)
 	forwardAsSent := pathnorm.PathOptions{ForwardAsSent: true}

@@ -21,6 +21,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 func named(name string) http.Handler {
@@ -31,7 +32,7 @@ func named(name string) http.Handler {
 }
 
 func TestNoRouteIs404(t *testing.T) {
-	h := newHarness(t, staticUpstream("api", "/api", newH1Backend(t, named("a"))))
+	h := newHarness(t, staticUpstream("api", "/api", testbackend.NewH1(t, named("a"))))
 	resp := h.get("/other")
 	defer resp.Body.Close()
 	if resp.StatusCode != 404 || resp.Header.Get("X-Impulse-Error") != "no_route" {
@@ -44,7 +45,7 @@ func TestNoRouteIs404(t *testing.T) {
 func TestB03NoFallThrough(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		var uiHits atomic.Int64
-		ui := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { uiHits.Add(1) }))
+		ui := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { uiHits.Add(1) }))
 		api := UpstreamConfig{Config: upstream.Config{Name: "sales-api", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/sales/api"}}}
 		h := newHarnessOver(t, ingress, staticUpstream("sales-ui", "/sales", ui), api)
 
@@ -69,78 +70,71 @@ func TestB03NoFallThrough(t *testing.T) {
 
 func TestForwardHeaders(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				var got *http.Request
-				var mu sync.Mutex
-				hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mu.Lock()
-					got = r.Clone(context.Background())
-					mu.Unlock()
-					w.Header().Set("Connection", "X-Hop")
-					w.Header().Set("X-Hop", "secret")
-					w.Header().Set("Keep-Alive", "timeout=5")
-					w.Header().Set("X-End", "kept")
-					io.WriteString(w, r.Proto)
-				})
-				var be *httptest.Server
-				if proto == "h1" {
-					be = newH1Backend(t, hf)
-				} else {
-					be = newH2Backend(t, hf)
-				}
-				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
-				req, _ := http.NewRequest("GET", h.base+"/p/a%3Fb?q=1&r=2", nil)
-				req.Host = "app.example.com"
-				req.Header.Set("X-Forwarded-For", "203.0.113.9")
-				req.Header["User-Agent"] = []string{""} // quic-go then sends none
-				resp, err := h.client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				wantProto := map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2.0"}[proto]
-				if string(body) != wantProto {
-					t.Errorf("backend saw %q, want %q", body, wantProto)
-				}
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			var got *http.Request
+			var mu sync.Mutex
+			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
-				defer mu.Unlock()
-				if got.Host != "app.example.com" {
-					t.Errorf("Host = %q", got.Host)
-				}
-				if got.URL.RawQuery != "q=1&r=2" || got.URL.EscapedPath() != "/p/a%3Fb" {
-					t.Errorf("path/query = %q ? %q", got.URL.EscapedPath(), got.URL.RawQuery)
-				}
-				if xff := got.Header.Get("X-Forwarded-For"); xff != "203.0.113.9, 127.0.0.1" {
-					t.Errorf("X-Forwarded-For = %q", xff)
-				}
-				if ua, ok := got.Header["User-Agent"]; ok {
-					t.Errorf("backend got User-Agent %q, the client sent none", ua)
-				}
-				if got.Header.Get("X-Forwarded-Proto") != "https" {
-					t.Errorf("X-Forwarded-Proto = %q", got.Header.Get("X-Forwarded-Proto"))
-				}
-				hop := []string{"Connection", "Keep-Alive"}
-				if proto == "h1" { // HTTP/2 servers drop Connection themselves (RFC 9113 §8.2.2)
-					hop = append(hop, "X-Hop")
-				}
-				for _, k := range hop {
-					if v := resp.Header.Get(k); v != "" {
-						t.Errorf("response carried hop-by-hop %s: %q", k, v)
-					}
-				}
-				if resp.Header.Get("X-End") != "kept" {
-					t.Errorf("end-to-end header lost")
-				}
+				got = r.Clone(context.Background())
+				mu.Unlock()
+				w.Header().Set("Connection", "X-Hop")
+				w.Header().Set("X-Hop", "secret")
+				w.Header().Set("Keep-Alive", "timeout=5")
+				w.Header().Set("X-End", "kept")
+				io.WriteString(w, r.Proto)
 			})
-		}
+			be := backendOver(t, proto, hf)
+			h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
+			req, _ := http.NewRequest("GET", h.base+"/p/a%3Fb?q=1&r=2", nil)
+			req.Host = "app.example.com"
+			req.Header.Set("X-Forwarded-For", "203.0.113.9")
+			req.Header["User-Agent"] = []string{""} // quic-go then sends none
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			wantProto := map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2.0"}[proto]
+			if string(body) != wantProto {
+				t.Errorf("backend saw %q, want %q", body, wantProto)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if got.Host != "app.example.com" {
+				t.Errorf("Host = %q", got.Host)
+			}
+			if got.URL.RawQuery != "q=1&r=2" || got.URL.EscapedPath() != "/p/a%3Fb" {
+				t.Errorf("path/query = %q ? %q", got.URL.EscapedPath(), got.URL.RawQuery)
+			}
+			if xff := got.Header.Get("X-Forwarded-For"); xff != "203.0.113.9, 127.0.0.1" {
+				t.Errorf("X-Forwarded-For = %q", xff)
+			}
+			if ua, ok := got.Header["User-Agent"]; ok {
+				t.Errorf("backend got User-Agent %q, the client sent none", ua)
+			}
+			if got.Header.Get("X-Forwarded-Proto") != "https" {
+				t.Errorf("X-Forwarded-Proto = %q", got.Header.Get("X-Forwarded-Proto"))
+			}
+			hop := []string{"Connection", "Keep-Alive"}
+			if proto == "h1" { // HTTP/2 servers drop Connection themselves (RFC 9113 §8.2.2)
+				hop = append(hop, "X-Hop")
+			}
+			for _, k := range hop {
+				if v := resp.Header.Get(k); v != "" {
+					t.Errorf("response carried hop-by-hop %s: %q", k, v)
+				}
+			}
+			if resp.Header.Get("X-End") != "kept" {
+				t.Errorf("end-to-end header lost")
+			}
+		})
 	})
 }
 
 func TestRoundRobinAndMembership(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		a, b, c := newH1Backend(t, named("a")), newH1Backend(t, named("b")), newH1Backend(t, named("c"))
+		a, b, c := testbackend.NewH1(t, named("a")), testbackend.NewH1(t, named("b")), testbackend.NewH1(t, named("c"))
 		uc := UpstreamConfig{Config: upstream.Config{Name: "web", Discovered: true}, Routes: []RouteConfig{{PathPrefix: "/"}}}
 		h := newHarnessOver(t, ingress, uc)
 		set := func(servers ...*httptest.Server) {
@@ -182,9 +176,9 @@ func TestRoundRobinAndMembership(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		closed := newH1Backend(t, named("x"))
+		closed := testbackend.NewH1(t, named("x"))
 		closed.Close()
-		slow := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slow := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
@@ -212,7 +206,7 @@ func TestBackendErrors(t *testing.T) {
 }
 
 func TestTLSVerificationIsOn(t *testing.T) {
-	be := newH2Backend(t, named("a"))
+	be := testbackend.NewH2(t, named("a"))
 	uc := staticUpstream("u", "/", be)
 	uc.TLS = nil // system roots: the test certificate is not trusted
 	h := newHarness(t, uc)
@@ -227,7 +221,7 @@ func TestTLSVerificationIsOn(t *testing.T) {
 // a body must never look like a complete response to the client.
 func TestMidBodyFailureResetsStream(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "1000000")
 			w.WriteHeader(200)
 			w.Write(bytes.Repeat([]byte("x"), 1000))
@@ -254,54 +248,47 @@ func TestMidBodyFailureResetsStream(t *testing.T) {
 
 func TestStreamingBodiesBothWays(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		for _, proto := range []string{"h1", "h2"} {
-			t.Run(proto, func(t *testing.T) {
-				echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					hsh := sha256.New()
-					n, err := io.Copy(hsh, r.Body)
-					if err != nil {
-						http.Error(w, err.Error(), 500)
-						return
-					}
-					w.Header().Set("X-Upload-Sha256", hex.EncodeToString(hsh.Sum(nil)))
-					w.Header().Set("X-Upload-Bytes", strconv.FormatInt(n, 10))
-					io.Copy(w, io.LimitReader(newRand(7), 8<<20))
-				})
-				var be *httptest.Server
-				if proto == "h1" {
-					be = newH1Backend(t, echo)
-				} else {
-					be = newH2Backend(t, echo)
-				}
-				h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
-				const size = 8 << 20
-				up := sha256.New()
-				resp, err := h.client.Post(h.base+"/upload", "application/octet-stream", io.TeeReader(io.LimitReader(newRand(3), size), up))
+		forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+			echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hsh := sha256.New()
+				n, err := io.Copy(hsh, r.Body)
 				if err != nil {
-					t.Fatal(err)
+					http.Error(w, err.Error(), 500)
+					return
 				}
-				defer resp.Body.Close()
-				down := sha256.New()
-				n, err := io.Copy(down, resp.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := resp.Header.Get("X-Upload-Sha256"); got != hex.EncodeToString(up.Sum(nil)) {
-					t.Errorf("upload hash mismatch (%s bytes arrived)", resp.Header.Get("X-Upload-Bytes"))
-				}
-				want := sha256.New()
-				io.Copy(want, io.LimitReader(newRand(7), 8<<20))
-				if n != 8<<20 || !bytes.Equal(down.Sum(nil), want.Sum(nil)) {
-					t.Errorf("download mismatch: %d bytes", n)
-				}
+				w.Header().Set("X-Upload-Sha256", hex.EncodeToString(hsh.Sum(nil)))
+				w.Header().Set("X-Upload-Bytes", strconv.FormatInt(n, 10))
+				io.Copy(w, io.LimitReader(newRand(7), 8<<20))
 			})
-		}
+			be := backendOver(t, proto, echo)
+			h := newHarnessOver(t, ingress, staticUpstream("u", "/", be))
+			const size = 8 << 20
+			up := sha256.New()
+			resp, err := h.client.Post(h.base+"/upload", "application/octet-stream", io.TeeReader(io.LimitReader(newRand(3), size), up))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			down := sha256.New()
+			n, err := io.Copy(down, resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Header.Get("X-Upload-Sha256"); got != hex.EncodeToString(up.Sum(nil)) {
+				t.Errorf("upload hash mismatch (%s bytes arrived)", resp.Header.Get("X-Upload-Bytes"))
+			}
+			want := sha256.New()
+			io.Copy(want, io.LimitReader(newRand(7), 8<<20))
+			if n != 8<<20 || !bytes.Equal(down.Sum(nil), want.Sum(nil)) {
+				t.Errorf("download mismatch: %d bytes", n)
+			}
+		})
 	})
 }
 
 func TestResponseTrailers(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Trailer", "X-Checksum")
 			io.WriteString(w, "body")
 			w.Header().Set("X-Checksum", "abc")
@@ -323,7 +310,7 @@ func TestResponseTrailers(t *testing.T) {
 // the client without one (the HTTP/3 writer would otherwise sniff a type).
 func TestNoInventedContentType(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, "<html>ok</html>")
 		}))
@@ -339,7 +326,7 @@ func TestNoInventedContentType(t *testing.T) {
 // TestTLSHandshakeFailureReason: an https backend that does not speak TLS is
 // a 502 backend_tls_failed, not a connect failure.
 func TestTLSHandshakeFailureReason(t *testing.T) {
-	plain := newH1Backend(t, named("plain"))
+	plain := testbackend.NewH1(t, named("plain"))
 	uc := staticUpstream("u", "/", plain)
 	uc.Static[0].Scheme = "https"
 	h := newHarness(t, uc)
@@ -356,7 +343,7 @@ func TestTLSHandshakeFailureReason(t *testing.T) {
 func TestDrainTimeoutCancelsRequests(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		started := make(chan struct{})
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "10")
 			io.WriteString(w, "12345")
 			w.(http.Flusher).Flush()
@@ -396,7 +383,7 @@ func TestDrainTimeoutCancelsRequests(t *testing.T) {
 // without one is sent without a body.
 func TestGETWithBodyIsForwarded(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "%d:%s:%v", r.ContentLength, b, r.TransferEncoding)
 		}))

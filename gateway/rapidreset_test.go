@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestRapidResetIsHarmless (CVE-2023-44487): one HTTP/2 connection opens
@@ -21,7 +23,7 @@ import (
 func TestRapidResetIsHarmless(t *testing.T) {
 	const maxStreams = 50
 	var inflight, peak, slowHits atomic.Int64
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/slow" {
 			io.WriteString(w, "fast")
 			return

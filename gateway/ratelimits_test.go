@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,26 +23,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
-// rateBackend is an HTTP/1.1 backend that counts the requests it gets,
-// by path.
-type rateBackend struct {
-	mu     sync.Mutex
-	byPath map[string]int
-	total  atomic.Int64
-}
-
-func newRateBackend(t *testing.T) (*rateBackend, UpstreamConfig) {
-	cb := &rateBackend{byPath: map[string]int{}}
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cb.mu.Lock()
-		cb.byPath[r.URL.Path]++
-		cb.mu.Unlock()
-		cb.total.Add(1)
-		io.WriteString(w, "ok")
-	}))
-	return cb, staticUpstream("api", "/", be)
+// newRateBackend is an HTTP/1.1 backend that counts the requests it gets
+// and answers "ok", and upstream "api", every path, to it.
+func newRateBackend(t *testing.T) (*testbackend.Counter, UpstreamConfig) {
+	cb := new(testbackend.Counter)
+	return cb, staticUpstream("api", "/", testbackend.NewH1(t, testbackend.OK(cb)))
 }
 
 // clientFrom is a client for proto whose connections come from local
@@ -164,7 +151,7 @@ func TestR07RateLimitAnswers429WithRetryAfter(t *testing.T) {
 		if b.ok != 10 || b.limited != 0 {
 			t.Errorf("second client: %d passed, %d limited; want all 10 through", b.ok, b.limited)
 		}
-		if n := cb.total.Load(); n != 20 {
+		if n := cb.Total.Load(); n != 20 {
 			t.Errorf("backend saw %d requests, want the 20 admitted", n)
 		}
 
@@ -174,7 +161,7 @@ func TestR07RateLimitAnswers429WithRetryAfter(t *testing.T) {
 		if err := h.gw.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{uc}, Listeners: []ListenerConfig{h.listenerConfig()}}); err != nil {
 			t.Fatal(err)
 		}
-		before := cb.total.Load()
+		before := cb.Total.Load()
 		start := time.Now()
 		r := send(t, h.client, h.base+"/x", 100, 10)
 		elapsed := time.Since(start)
@@ -190,7 +177,7 @@ func TestR07RateLimitAnswers429WithRetryAfter(t *testing.T) {
 				t.Errorf("Retry-After %q at 50/s, want 1 (at least one second)", v)
 			}
 		}
-		if got := cb.total.Load() - before; got != int64(r.ok) {
+		if got := cb.Total.Load() - before; got != int64(r.ok) {
 			t.Errorf("backend saw %d, %d were admitted", got, r.ok)
 		}
 	})
@@ -232,7 +219,7 @@ func TestR07RateLimitKeys(t *testing.T) {
 					t.Errorf("%s: %d passed, %d limited; want %d, %d", c.describe, r.ok, r.limited, c.ok, c.lim)
 				}
 			}
-			if n := cb.total.Load(); n != 6 {
+			if n := cb.Total.Load(); n != 6 {
 				t.Errorf("backend saw %d, want 6", n)
 			}
 		})
@@ -248,7 +235,7 @@ func TestR07RateLimitKeys(t *testing.T) {
 			if ra.ok+rb.ok != 3 || ra.limited+rb.limited != 1 || rc.ok != 3 || rc.limited != 1 {
 				t.Errorf("route /a: %d+%d passed; route /b: %d passed, %d limited; want 3 per route", ra.ok, rb.ok, rc.ok, rc.limited)
 			}
-			if n := cb.total.Load(); n != 6 {
+			if n := cb.Total.Load(); n != 6 {
 				t.Errorf("backend saw %d, want 6", n)
 			}
 		})
@@ -289,7 +276,7 @@ func TestR07ListenerRateLimit(t *testing.T) {
 				t.Fatalf("step %d (%s as %s): passed=%v, want %v", i, s.path, s.client, r.ok == 1, s.ok)
 			}
 		}
-		if n := cb.total.Load(); n != 2 {
+		if n := cb.Total.Load(); n != 2 {
 			t.Errorf("api backend saw %d, want 2", n)
 		}
 		want := []string{"limited upstream=api scope=listener 1", "limited upstream=api scope=upstream 1", "limited upstream=web scope=listener 1",
@@ -406,7 +393,7 @@ func TestR07RateLimitedUpgrade(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("upgrade over the limit: %s, Retry-After %q; want 429 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
 	}
-	if n := cb.total.Load(); n != 1 {
+	if n := cb.Total.Load(); n != 1 {
 		t.Errorf("backend saw %d, want 1", n)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // trailerReader is a request body that sets the request's trailers when it
@@ -33,39 +35,34 @@ func (t *trailerReader) Read(p []byte) (int, error) {
 // backend protocols, with or without a Content-Length (HTTP/1.1 backends get
 // the body chunked: only a chunked body has a trailer section).
 func TestRequestTrailersReachBackend(t *testing.T) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			got := make(chan http.Header, 1)
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				got <- r.Trailer.Clone()
-			})
-			be := newH1Backend(t, hf)
-			if proto == "h2" {
-				be = newH2Backend(t, hf)
-			}
-			h := newHarness(t, staticUpstream("u", "/", be))
-			for _, unknownLength := range []bool{false, true} {
-				body := "ten bytes!"
-				req, _ := http.NewRequest("POST", h.base+"/", nil)
-				req.Trailer = http.Header{"X-Sum": nil}
-				req.Body = io.NopCloser(&trailerReader{r: strings.NewReader(body), req: req,
-					trailer: http.Header{"X-Sum": {"abc"}}})
-				req.ContentLength = int64(len(body))
-				if unknownLength {
-					req.ContentLength = -1
-				}
-				resp, err := h.client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if tr := <-got; tr.Get("X-Sum") != "abc" {
-					t.Fatalf("unknown length %v: backend trailers %v, want X-Sum: abc", unknownLength, tr)
-				}
-			}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		got := make(chan http.Header, 1)
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			got <- r.Trailer.Clone()
 		})
-	}
+		be := backendOver(t, proto, hf)
+		h := newHarness(t, staticUpstream("u", "/", be))
+		for _, unknownLength := range []bool{false, true} {
+			body := "ten bytes!"
+			req, _ := http.NewRequest("POST", h.base+"/", nil)
+			req.Trailer = http.Header{"X-Sum": nil}
+			req.Body = io.NopCloser(&trailerReader{r: strings.NewReader(body), req: req,
+				trailer: http.Header{"X-Sum": {"abc"}}})
+			req.ContentLength = int64(len(body))
+			if unknownLength {
+				req.ContentLength = -1
+			}
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if tr := <-got; tr.Get("X-Sum") != "abc" {
+				t.Fatalf("unknown length %v: backend trailers %v, want X-Sum: abc", unknownLength, tr)
+			}
+		}
+	})
 }
 
 // TestResponseHeaderTimeoutStartsAfterTheBody: an HTTP/2 backend is not timed
@@ -73,26 +70,21 @@ func TestRequestTrailersReachBackend(t *testing.T) {
 // its request: the response_header wait starts once the body has been sent,
 // as net/http's does for HTTP/1.1 backends.
 func TestResponseHeaderTimeoutStartsAfterTheBody(t *testing.T) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				io.WriteString(w, "ok")
-			})
-			be := newH1Backend(t, hf)
-			if proto == "h2" {
-				be = newH2Backend(t, hf)
-			}
-			uc := staticUpstream("u", "/", be)
-			uc.ResponseHeaderTimeout = 200 * time.Millisecond
-			h := newHarness(t, uc)
-			req, _ := http.NewRequest("POST", h.base+"/", nil)
-			req.Trailer = http.Header{}
-			req.Body = io.NopCloser(&trailerReader{r: strings.NewReader("12345"), req: req, pause: 600 * time.Millisecond})
-			req.ContentLength = 5
-			wantOK(t, h, req)
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		hf := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			io.WriteString(w, "ok")
 		})
-	}
+		be := backendOver(t, proto, hf)
+		uc := staticUpstream("u", "/", be)
+		uc.ResponseHeaderTimeout = 200 * time.Millisecond
+		h := newHarness(t, uc)
+		req, _ := http.NewRequest("POST", h.base+"/", nil)
+		req.Trailer = http.Header{}
+		req.Body = io.NopCloser(&trailerReader{r: strings.NewReader("12345"), req: req, pause: 600 * time.Millisecond})
+		req.ContentLength = 5
+		wantOK(t, h, req)
+	})
 }
 
 // wantOK sends req through h and requires a 200.
@@ -113,7 +105,7 @@ func wantOK(t *testing.T, h *harness, req *http.Request) {
 // not as a stream left open until the response_header timeout blames the
 // backend.
 func TestTrailersWithoutBody(t *testing.T) {
-	be := newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "ok")
 	}))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // idBackend records the x-request-id values of every request it gets and
@@ -107,7 +108,7 @@ func TestRequestIDPassesOrIsReplaced(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		be := &idBackend{}
 		logs := &lockedBuffer{}
-		cfg := Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", newH1Backend(t, be))},
+		cfg := Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", testbackend.NewH1(t, be))},
 			Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug, JSONFormat: true})}
 		h := startHarnessConfig(t, cfg, ListenerConfig{}, proto)
 
@@ -188,7 +189,7 @@ func TestRequestIDSameOnEveryTry(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		t.Run("retry", func(t *testing.T) {
 			be := &idBackend{answer: func(int64, *http.Request) int { return http.StatusServiceUnavailable }}
-			uc := staticUpstream("u", "/", newH1Backend(t, be), newH1Backend(t, be))
+			uc := staticUpstream("u", "/", testbackend.NewH1(t, be), testbackend.NewH1(t, be))
 			uc.Retry = retryOn(2, retry.Status503)
 			h := newHarnessOver(t, proto, uc)
 			resp := getWithIDs(t, h, "/r", nil, nil)
@@ -214,7 +215,7 @@ func TestRequestIDSameOnEveryTry(t *testing.T) {
 				}
 				return http.StatusOK
 			}}
-			uc := staticUpstream("u", "/", newH1Backend(t, be), newH1Backend(t, be))
+			uc := staticUpstream("u", "/", testbackend.NewH1(t, be), testbackend.NewH1(t, be))
 			uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
 			h := newHarnessOver(t, proto, uc)
 			resp := getWithIDs(t, h, "/h", []string{"hedged-" + proto}, nil)
@@ -236,7 +237,7 @@ func TestRequestIDSameOnEveryTry(t *testing.T) {
 // HTTP/1.1, the 200 over HTTP/2 and HTTP/3).
 func TestRequestIDOnWebSocket(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		id := "ws-" + proto
 		var answer http.Header
@@ -258,7 +259,7 @@ func TestRequestIDOnWebSocket(t *testing.T) {
 		if got := answer.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
 			t.Errorf("handshake answer x-request-id %q, want %q", got, id)
 		}
-		if got := e.header("X-Request-Id"); got != id {
+		if got := e.Header("X-Request-Id"); got != id {
 			t.Errorf("backend got x-request-id %q, want %q", got, id)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // retryOn is the default retry policy with attempts and, when given, the
@@ -47,53 +48,6 @@ func closedPort(t *testing.T, id, scheme string) upstream.Spec {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	return upstream.Spec{ID: id, Scheme: scheme, Host: "127.0.0.1", Port: port, Weight: 1}
-}
-
-// hits counts the requests a test backend received, by method and
-// X-Request-Id, and checks each body arrived whole.
-type hits struct {
-	mu    sync.Mutex
-	byKey map[string]int
-	total atomic.Int64
-	bad   atomic.Int64 // bodies not as sent
-}
-
-func newHits() *hits { return &hits{byKey: map[string]int{}} }
-
-func (h *hits) note(r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	if want := r.Header.Get("X-Body-Len"); want != "" && want != strconv.Itoa(len(body)) {
-		h.bad.Add(1)
-	}
-	h.total.Add(1)
-	h.mu.Lock()
-	h.byKey[r.Method+" "+r.Header.Get("X-Request-Id")]++
-	h.mu.Unlock()
-}
-
-func (h *hits) of(key string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.byKey[key]
-}
-
-// okBackend answers 200 "ok" after counting the request.
-func okBackend(h *hits) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		h.note(r)
-		io.WriteString(w, "ok")
-	}
-}
-
-// resetBackend reads the whole request, then closes the connection without
-// an answer.
-func resetBackend(h *hits) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		h.note(r)
-		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
-			c.Close()
-		}
-	}
 }
 
 // sendOne makes one request with a request id (and a body for POST and PUT)
@@ -133,12 +87,12 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		for _, scheme := range []string{"http", "https"} {
 			t.Run(scheme, func(t *testing.T) {
-				good := newHits()
+				good := new(testbackend.Counter)
 				var srv *httptest.Server
 				if scheme == "https" {
-					srv = newH2Backend(t, okBackend(good))
+					srv = testbackend.NewH2(t, testbackend.OK(good))
 				} else {
-					srv = newH1Backend(t, okBackend(good))
+					srv = testbackend.NewH1(t, testbackend.OK(good))
 				}
 				uc := staticUpstream("u", "/", srv)
 				uc.Static = append(uc.Static, closedPort(t, "closed", scheme))
@@ -153,12 +107,12 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 					if code, body := sendOne(t, h, method, "/r02", id, bodyLen); code != 200 || body != "ok" {
 						t.Fatalf("%s %d: %d %q, want 200 ok", method, i, code, body)
 					}
-					if got := good.of(method + " " + id); got != 1 {
+					if got := good.Of(method + " " + id); got != 1 {
 						t.Fatalf("%s %d reached the good backend %d times, want once", method, i, got)
 					}
 				}
-				if good.bad.Load() != 0 {
-					t.Errorf("%d bodies reached the good backend cut short", good.bad.Load())
+				if good.Bad.Load() != 0 {
+					t.Errorf("%d bodies reached the good backend cut short", good.Bad.Load())
 				}
 				var closed *BackendInfo
 				for _, bi := range h.gw.Backends() {
@@ -181,8 +135,8 @@ func TestR02RetryGoesToAnotherBackend(t *testing.T) {
 // request at most once.
 func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		bad1, bad2, good := newHits(), newHits(), newHits()
-		uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad1)), newH1Backend(t, resetBackend(bad2)), newH1Backend(t, okBackend(good)))
+		bad1, bad2, good := new(testbackend.Counter), new(testbackend.Counter), new(testbackend.Counter)
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, testbackend.Reset(bad1)), testbackend.NewH1(t, testbackend.Reset(bad2)), testbackend.NewH1(t, testbackend.OK(good)))
 		uc.Retry = retryOn(3, retry.ConnectFailure, retry.Reset)
 		h := newHarnessOver(t, ingress, uc)
 		for i := range 15 {
@@ -190,12 +144,12 @@ func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
 			if code, _ := sendOne(t, h, "GET", "/r02", id, 0); code != 200 {
 				t.Fatalf("GET %d: %d, want 200", i, code)
 			}
-			if bad1.of("GET "+id) > 1 || bad2.of("GET "+id) > 1 || good.of("GET "+id) != 1 {
+			if bad1.Of("GET "+id) > 1 || bad2.Of("GET "+id) > 1 || good.Of("GET "+id) != 1 {
 				t.Fatalf("GET %d reached the backends %d, %d and %d times: a retry went back to a failed one",
-					i, bad1.of("GET "+id), bad2.of("GET "+id), good.of("GET "+id))
+					i, bad1.Of("GET "+id), bad2.Of("GET "+id), good.Of("GET "+id))
 			}
 		}
-		if got, want := counted(h.gw, observe.Retried, "u", "reset"), uint64(bad1.total.Load()+bad2.total.Load()); got != want {
+		if got, want := counted(h.gw, observe.Retried, "u", "reset"), uint64(bad1.Total.Load()+bad2.Total.Load()); got != want {
 			t.Errorf("impulse_retries{reason=reset} = %d, want %d (one per failed try)", got, want)
 		}
 	})
@@ -210,14 +164,14 @@ func TestR02ResetIsRetriedWhenAsked(t *testing.T) {
 // backend sees nothing.
 func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
-		bad, good := newHits(), newHits()
+		bad, good := new(testbackend.Counter), new(testbackend.Counter)
 		badHandler := func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/stall":
-				bad.note(r)
+				bad.Note(r)
 				<-r.Context().Done() // never answers
 			case "/midbody":
-				bad.note(r)
+				bad.Note(r)
 				w.Header().Set("Content-Length", "100")
 				w.Write([]byte("partial"))
 				w.(http.Flusher).Flush()
@@ -225,10 +179,10 @@ func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 					c.Close()
 				}
 			default:
-				resetBackend(bad)(w, r)
+				testbackend.Reset(bad)(w, r)
 			}
 		}
-		uc := staticUpstream("u", "/", newH1Backend(t, http.HandlerFunc(badHandler)), newH1Backend(t, okBackend(good)))
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, http.HandlerFunc(badHandler)), testbackend.NewH1(t, testbackend.OK(good)))
 		uc.Retry = retryOn(2, retry.ConnectFailure, retry.RefusedStream, retry.Reset, retry.Status502, retry.Status503, retry.Status504)
 		uc.Retry.PerTryTimeout = 300 * time.Millisecond
 		// The bad backend first, always: weights make round robin send
@@ -251,22 +205,22 @@ func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 			{"GET", "/midbody", 0, 0, false},
 		} {
 			id := "r03-" + strconv.Itoa(i)
-			if bad.of(tc.method+" "+id) != 0 {
+			if bad.Of(tc.method+" "+id) != 0 {
 				t.Fatal("id reused")
 			}
 			code, _ := sendOne(t, h, tc.method, tc.path, id, tc.bodyLen)
-			if bad.of(tc.method+" "+id) == 0 {
+			if bad.Of(tc.method+" "+id) == 0 {
 				continue // round robin sent it to the good backend first: nothing to see
 			}
 			if code != tc.want {
 				t.Errorf("%s %s: %d, want %d", tc.method, tc.path, code, tc.want)
 			}
-			if got := good.of(tc.method + " " + id); got != map[bool]int{true: 1}[tc.retried] {
+			if got := good.Of(tc.method + " " + id); got != map[bool]int{true: 1}[tc.retried] {
 				t.Errorf("%s %s reached the other backend %d times (retried: want %v)", tc.method, tc.path, got, tc.retried)
 			}
 		}
-		if good.bad.Load() != 0 {
-			t.Errorf("%d replayed bodies reached the other backend cut short", good.bad.Load())
+		if good.Bad.Load() != 0 {
+			t.Errorf("%d replayed bodies reached the other backend cut short", good.Bad.Load())
 		}
 	})
 }
@@ -279,8 +233,8 @@ func TestR03RetriesNeverReplayUnsafe(t *testing.T) {
 // return at once. The load is HTTP/3, as case R04 has it; the budget does
 // not depend on the ingress.
 func TestR04RetryStormIsBounded(t *testing.T) {
-	bad := newHits()
-	uc := staticUpstream("u", "/", newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)), newH1Backend(t, resetBackend(bad)))
+	bad := new(testbackend.Counter)
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, testbackend.Reset(bad)), testbackend.NewH1(t, testbackend.Reset(bad)), testbackend.NewH1(t, testbackend.Reset(bad)))
 	uc.Retry = retryOn(5, retry.ConnectFailure, retry.Reset)
 	h := newHarness(t, uc)
 	const requests, concurrency = 2000, 50
@@ -304,7 +258,7 @@ func TestR04RetryStormIsBounded(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	received := bad.total.Load()
+	received := bad.Total.Load()
 	retries := counted(h.gw, observe.Retried, "u", "reset")
 	exhausted := counted(h.gw, observe.BudgetExhausted, "u", "")
 	t.Logf("%d requests in %v: backends received %d, retries %d, budget exhausted %d", requests, elapsed, received, retries, exhausted)
@@ -330,13 +284,13 @@ func TestPerTryTimeout(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		for _, scheme := range []string{"http", "https"} {
 			t.Run(scheme, func(t *testing.T) {
-				stall := newSlowBackend(time.Minute)
-				fast := newHits()
+				stall := testbackend.NewSlow(time.Minute)
+				fast := new(testbackend.Counter)
 				var s1, s2 *httptest.Server
 				if scheme == "https" {
-					s1, s2 = newH2Backend(t, stall), newH2Backend(t, okBackend(fast))
+					s1, s2 = testbackend.NewH2(t, stall), testbackend.NewH2(t, testbackend.OK(fast))
 				} else {
-					s1, s2 = newH1Backend(t, stall), newH1Backend(t, okBackend(fast))
+					s1, s2 = testbackend.NewH1(t, stall), testbackend.NewH1(t, testbackend.OK(fast))
 				}
 				uc := staticUpstream("u", "/", s1, s2)
 				uc.Static[0].Weight, uc.Static[1].Weight = 1000, 1
@@ -347,7 +301,7 @@ func TestPerTryTimeout(t *testing.T) {
 				start := time.Now()
 				code, body := sendOne(t, h, "GET", "/pt", "1", 0)
 				d := time.Since(start)
-				if stall.hits.total.Load() == 0 {
+				if stall.Total.Load() == 0 {
 					t.Skip("round robin started with the fast backend")
 				}
 				if code != 200 || body != "ok" || d > 2*time.Second || d < 200*time.Millisecond {
@@ -356,7 +310,7 @@ func TestPerTryTimeout(t *testing.T) {
 				// A POST is not retried: 504 once its one try timed out.
 				start = time.Now()
 				code, _ = sendOne(t, h, "POST", "/pt", "2", 8)
-				if fast.of("POST 2") == 0 && (code != 504 || time.Since(start) > 2*time.Second) {
+				if fast.Of("POST 2") == 0 && (code != 504 || time.Since(start) > 2*time.Second) {
 					t.Fatalf("POST: %d after %v, want 504 after about 200ms", code, time.Since(start))
 				}
 			})
@@ -369,8 +323,8 @@ func TestPerTryTimeout(t *testing.T) {
 // succeeded on its retry ejects the closed backend (consecutive_failures =
 // 1) and counts a success for the other.
 func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
-	good := newHits()
-	uc := staticUpstream("u", "/", newH1Backend(t, okBackend(good)))
+	good := new(testbackend.Counter)
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, testbackend.OK(good)))
 	uc.Static = append(uc.Static, closedPort(t, "closed", "http"))
 	uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
 	h := newHarness(t, uc)
@@ -386,8 +340,8 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 		switch {
 		case bi.ID == "closed" && (!bi.Ejected || bi.Requests != 1):
 			t.Errorf("the closed backend after its failed try: %+v, want ejected after 1 request", bi)
-		case bi.ID != "closed" && (bi.Ejected || bi.Requests != uint64(good.total.Load())):
-			t.Errorf("the good backend: %+v, want %d requests, not ejected", bi, good.total.Load())
+		case bi.ID != "closed" && (bi.Ejected || bi.Requests != uint64(good.Total.Load())):
+			t.Errorf("the good backend: %+v, want %d requests, not ejected", bi, good.Total.Load())
 		}
 	}
 }
@@ -397,11 +351,11 @@ func TestRetriedTryStillCountsAgainstItsBackend(t *testing.T) {
 // with the retries spent, the gateway waits for the slow first try's 200
 // instead of relaying the 503 and canceling it.
 func TestHedgeFailedAnswerWaitsForARunningTry(t *testing.T) {
-	slow := newSlowBackend(300 * time.Millisecond)
-	busy := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := testbackend.NewSlow(300 * time.Millisecond)
+	busy := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
-	uc := staticUpstream("u", "/", newH1Backend(t, slow), busy)
+	uc := staticUpstream("u", "/", testbackend.NewH1(t, slow), busy)
 	uc.Hedge = retry.Hedge{Delay: 50 * time.Millisecond, Max: 1}
 	uc.Retry = retry.Default()
 	uc.Retry.On |= retry.Status503

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
@@ -27,10 +28,10 @@ import (
 // backend, never the host they named.
 func TestSecurityNoOpenProxy(t *testing.T) {
 	var canaryHits atomic.Int64
-	canary := newH1Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { canaryHits.Add(1) }))
+	canary := testbackend.NewH1(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { canaryHits.Add(1) }))
 	canaryHost := strings.TrimPrefix(canary.URL, "http://")
 	var backendHits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { backendHits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { backendHits.Add(1) }))
 	app := staticUpstream("app", "/", be)
 	app.Routes = []RouteConfig{{Host: "app.test", PathPrefix: "/"}}
 	forEachProtocol(t, func(t *testing.T, proto string) {
@@ -243,9 +244,9 @@ func TestSecurityUnsendableRequestsNeverEject(t *testing.T) {
 		t.Run(scheme, func(t *testing.T) {
 			var be *httptest.Server
 			if scheme == "http" {
-				be = newH1Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				be = testbackend.NewH1(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			} else {
-				be = newH2Backend(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				be = testbackend.NewH2(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			}
 			uc := staticUpstream("u", "/", be)
 			uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}

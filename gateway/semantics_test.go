@@ -18,22 +18,16 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/quic-go/quic-go/quicvarint"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // bothProtocols runs f against an HTTP/1.1 and an HTTP/2-over-TLS backend
 // serving hf.
 func bothProtocols(t *testing.T, hf http.HandlerFunc, f func(t *testing.T, h *harness)) {
-	for _, proto := range []string{"h1", "h2"} {
-		t.Run(proto, func(t *testing.T) {
-			var be *httptest.Server
-			if proto == "h1" {
-				be = newH1Backend(t, hf)
-			} else {
-				be = newH2Backend(t, hf)
-			}
-			f(t, newHarness(t, staticUpstream("u", "/", be)))
-		})
-	}
+	forProtocols(t, backendProtocols, func(t *testing.T, proto string) {
+		f(t, newHarness(t, staticUpstream("u", "/", backendOver(t, proto, hf))))
+	})
 }
 
 // TestB10UppercaseFieldNames: an upper-case field name makes a request
@@ -214,7 +208,7 @@ func TestB17HEADResponses(t *testing.T) {
 	// The HTTP/2 side of (a)-(c) and the same rules for every status are in
 	// TestNoContentConformance; here the HTTP/1.1 case with a GET after
 	// each on the same backend connection, checked frame by frame.
-	h1 := scriptedH1(t, func(r *http.Request) string {
+	h1 := testbackend.ScriptedH1(t, func(r *http.Request) string {
 		if r.Method == "GET" {
 			return "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ngood"
 		}
@@ -227,17 +221,17 @@ func TestB17HEADResponses(t *testing.T) {
 			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 		}
 	})
-	h2 := framerH2(t, "u", "/", func(method, path string) h2Reply {
+	h2 := framerH2(t, "u", "/", func(method, path string) testbackend.H2Reply {
 		if method == "GET" {
-			return h2Reply{blocks: [][]hpackField{h2status(200, "content-length", "4")}, data: "good"}
+			return testbackend.H2Reply{Blocks: [][]hpackField{h2status(200, "content-length", "4")}, Data: "good"}
 		}
 		switch path {
 		case "/a":
-			return h2Reply{blocks: [][]hpackField{h2status(200, "content-length", "1234")}}
+			return testbackend.H2Reply{Blocks: [][]hpackField{h2status(200, "content-length", "1234")}}
 		case "/b":
-			return h2Reply{blocks: [][]hpackField{h2status(200, "content-length", "1234")}, data: stray1234}
+			return testbackend.H2Reply{Blocks: [][]hpackField{h2status(200, "content-length", "1234")}, Data: stray1234}
 		default:
-			return h2Reply{blocks: [][]hpackField{h2status(200)}}
+			return testbackend.H2Reply{Blocks: [][]hpackField{h2status(200)}}
 		}
 	})
 	for name, uc := range map[string]UpstreamConfig{"h1": staticUpstream("u", "/", h1), "h2": h2} {
@@ -285,10 +279,10 @@ func TestB16ExpectContinue(t *testing.T) {
 	}
 	// A backend that neither sends 100 nor refuses: it just waits for the
 	// body (an HTTP/1.0-style server).
-	silent := scriptedH1(t, func(r *http.Request) string {
+	silent := testbackend.ScriptedH1(t, func(r *http.Request) string {
 		return "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
 	})
-	cases := map[string]*httptest.Server{"h1": newH1Backend(t, http.HandlerFunc(handler)), "h2": newH2Backend(t, http.HandlerFunc(handler)), "h1 silent": silent}
+	cases := map[string]*httptest.Server{"h1": testbackend.NewH1(t, http.HandlerFunc(handler)), "h2": testbackend.NewH2(t, http.HandlerFunc(handler)), "h1 silent": silent}
 	for name, be := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, staticUpstream("u", "/", be))
@@ -350,7 +344,7 @@ func TestB16ExpectContinue(t *testing.T) {
 			t.Fatalf("final response %v %v", frames, err)
 		}
 	})
-	for _, proto := range []string{"h1", "h2"} {
+	for _, proto := range backendProtocols {
 		t.Run(proto+" refuses with 413", func(t *testing.T) {
 			be := cases[proto]
 			h := newHarness(t, staticUpstream("u", "/", be))

@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // recordingBackend is an HTTP/1.1 backend that records every request it
@@ -31,7 +33,7 @@ type recorded struct {
 }
 
 func (rb *recordingBackend) start(t *testing.T) UpstreamConfig {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rb.mu.Lock()
 		rb.reqs = append(rb.reqs, recorded{r.Method, r.URL.Path, r.Header.Clone(), string(b)})

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 func TestValidRequestTarget(t *testing.T) {
@@ -34,7 +36,7 @@ func TestValidRequestTarget(t *testing.T) {
 // invalid_path and never forwarded (rewritten) to a backend.
 func TestInvalidPathIs400(t *testing.T) {
 	var hits atomic.Int64
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	base, _ := url.Parse(h.base)
 	for _, p := range []string{"/a b", "/a#frag"} {
@@ -57,7 +59,7 @@ func TestInvalidPathIs400(t *testing.T) {
 // TestEmptyQueryIsKept: "/x?" reaches the backend as "/x?", not "/x".
 func TestEmptyQueryIsKept(t *testing.T) {
 	got := make(chan string, 1)
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.RequestURI }))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.RequestURI }))
 	h := newHarness(t, staticUpstream("u", "/", be))
 	resp := h.get("/x?")
 	resp.Body.Close()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 func TestIdleVerdict(t *testing.T) {
@@ -238,7 +240,7 @@ func BenchmarkRequestDeadlineNone(b *testing.B) {
 // and request keeps the upstream (and its backends' health and
 // connections); the next request gets the new values.
 func TestReloadChangesTheLadderInPlace(t *testing.T) {
-	be := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	uc := staticUpstream("u", "/", be)
 	g, err := New(Config{Upstreams: []UpstreamConfig{uc}})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/certs"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/impulse-agent/impulse-agent/internal/testpki"
 )
 
@@ -104,8 +105,19 @@ func tcpProto(proto string) tlsProto {
 	}
 }
 
-// tlsProtos are the protocols every TLS case runs over.
-var tlsProtos = []tlsProto{h3Proto, tcpProto(ProtocolH2), tcpProto(ProtocolH1)}
+// tlsProtos are the protocols every TLS case runs over: a driver per
+// entry of protocols.
+var tlsProtos = func() []tlsProto {
+	out := make([]tlsProto, 0, len(protocols))
+	for _, p := range protocols {
+		if p == ProtocolH3 {
+			out = append(out, h3Proto)
+			continue
+		}
+		out = append(out, tcpProto(p))
+	}
+	return out
+}()
 
 func getWith(c *http.Client, addr string, hdr http.Header) (*http.Response, string, error) {
 	req, _ := http.NewRequest("GET", "https://"+addr+"/", nil)
@@ -161,7 +173,7 @@ func listenerFor(t *testing.T, cfg certs.Config, forward bool) ListenerConfig {
 // xfccEcho answers with the X-Forwarded-Client-Cert fields it received,
 // any spelling, one per line ("-" when none).
 func xfccEcho(t *testing.T) *httptest.Server {
-	return newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var got []string
 		for k, vs := range r.Header {
 			if strings.EqualFold(strings.ReplaceAll(k, "_", "-"), wire.XFCCField) {
@@ -305,7 +317,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 	mcfg.EnableHostname, mcfg.EnableRuntimeMetrics = false, false
 	m, _ := metrics.New(mcfg, sink)
 	lc := listenerFor(t, certs.Config{Default: def, Certificates: []tls.Certificate{a, wild}}, false)
-	backend := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	backend := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	gw, addr := startTLSGateway(t, lc, m, backend)
 
 	for _, p := range tlsProtos {
@@ -376,7 +388,7 @@ func TestI02CertificatesBySNI(t *testing.T) {
 
 	aTLS := &tls.Config{RootCAs: ca.Pool, ServerName: "a.test"}
 	olds := map[string]*countingClient{}
-	for _, p := range []string{ProtocolH1, ProtocolH2, ProtocolH3} {
+	for _, p := range protocols {
 		c := newCountingClient(p, aTLS)
 		defer c.close()
 		if resp, _, err := getWith(c.Client, addr, nil); err != nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "a" {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // Client traceparents the tests send: W3C trace-context examples.
@@ -165,7 +166,7 @@ func TestTracingSpanTree(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		tp, exp := newTestTracing(t)
 		be := &traceBackend{}
-		srv := newH1Backend(t, be)
+		srv := testbackend.NewH1(t, be)
 		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/api", srv)}, TracerProvider: tp}, ListenerConfig{}, proto)
 		resp := tracedGet(t, h, "/api/x", sampledParent, "vendor=abc")
 		if resp.StatusCode != 200 {
@@ -222,7 +223,7 @@ func TestTracingSpanTree(t *testing.T) {
 func TestTracingNewTrace(t *testing.T) {
 	tp, exp := newTestTracing(t)
 	be := &traceBackend{}
-	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", newH1Backend(t, be))}, TracerProvider: tp}, ListenerConfig{}, ProtocolH3)
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", testbackend.NewH1(t, be))}, TracerProvider: tp}, ListenerConfig{}, ProtocolH3)
 	tracedGet(t, h, "/", "", "vendor=stale")
 	server, clients := spansOf(t, exp)
 	if server.Parent.IsValid() || len(clients) != 1 {
@@ -244,7 +245,7 @@ func TestTracingNewTrace(t *testing.T) {
 func TestTracingNotSampled(t *testing.T) {
 	tp, exp := newTestTracing(t)
 	be := &traceBackend{}
-	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", newH1Backend(t, be))}, TracerProvider: tp}, ListenerConfig{}, ProtocolH2)
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("web", "/", testbackend.NewH1(t, be))}, TracerProvider: tp}, ListenerConfig{}, ProtocolH2)
 	if resp := tracedGet(t, h, "/", notSampledParent, ""); resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -263,7 +264,7 @@ func TestTracingNotSampled(t *testing.T) {
 // up when it sent none.
 func TestTracingOffPassesThrough(t *testing.T) {
 	be := &traceBackend{}
-	h := newHarnessOver(t, ProtocolH1, staticUpstream("web", "/", newH1Backend(t, be)))
+	h := newHarnessOver(t, ProtocolH1, staticUpstream("web", "/", testbackend.NewH1(t, be)))
 	tracedGet(t, h, "/", sampledParent, "vendor=abc")
 	tracedGet(t, h, "/", "", "")
 	parents, states := be.seen()
@@ -284,7 +285,7 @@ func TestTracingRetry(t *testing.T) {
 		}
 		return http.StatusOK
 	}}
-	uc := staticUpstream("web", "/", newH1Backend(t, be), newH1Backend(t, be))
+	uc := staticUpstream("web", "/", testbackend.NewH1(t, be), testbackend.NewH1(t, be))
 	uc.Retry = retry.Default()
 	uc.Retry.On |= retry.Status503
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, TracerProvider: tp}, ListenerConfig{}, ProtocolH3)
@@ -336,7 +337,7 @@ func TestTracingHedge(t *testing.T) {
 		}
 		return http.StatusOK
 	}}
-	uc := staticUpstream("web", "/", newH1Backend(t, be), newH1Backend(t, be))
+	uc := staticUpstream("web", "/", testbackend.NewH1(t, be), testbackend.NewH1(t, be))
 	uc.Hedge = retry.Hedge{Delay: 20 * time.Millisecond, Max: 1}
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)
 	if resp := tracedGet(t, h, "/h", "", ""); resp.StatusCode != 200 {
@@ -398,7 +399,7 @@ func TestTracingApplySwitchesProvider(t *testing.T) {
 	tp1, exp1 := newTestTracing(t)
 	tp2, exp2 := newTestTracing(t)
 	be := &traceBackend{}
-	ups := []UpstreamConfig{staticUpstream("web", "/", newH1Backend(t, be))}
+	ups := []UpstreamConfig{staticUpstream("web", "/", testbackend.NewH1(t, be))}
 	h := startHarnessConfig(t, Config{Upstreams: ups, TracerProvider: tp1}, ListenerConfig{}, ProtocolH3)
 	lcs := []ListenerConfig{{Name: "test", Address: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{h.cert.TLS}}}}
 	tracedGet(t, h, "/", "", "")
@@ -425,7 +426,7 @@ func TestTracingApplySwitchesProvider(t *testing.T) {
 func BenchmarkHandlerTracing(b *testing.B) {
 	exp := &resettingExporter{InMemoryExporter: tracetest.NewInMemoryExporter()}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
-	defer tp.Shutdown(context.Background())
+	b.Cleanup(func() { tp.Shutdown(context.Background()) }) // after the gateway's (benchGateway)
 	benchHandlerConfig(b, Config{TracerProvider: tp}, false)
 }
 
@@ -447,7 +448,7 @@ func (e *resettingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Re
 // client span under the server span, and the backend gets its context.
 func TestTracingWebSocket(t *testing.T) {
 	tp, exp := newTestTracing(t)
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{wsUpstream(e, nil)}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)
 	resp := h1Upgrade(t, h, "/ws/echo", http.Header{"Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"},
 		"Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}, "Traceparent": {sampledParent}})
@@ -461,7 +462,7 @@ func TestTracingWebSocket(t *testing.T) {
 	}
 	wantAttr(t, clients[0], "http.response.status_code", int64(101))
 	wantAttr(t, server, "http.response.status_code", int64(101))
-	if got, want := e.header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
+	if got, want := e.Header("Traceparent"), "00-"+clientTraceID+"-"+clients[0].SpanContext.SpanID().String()+"-01"; got != want {
 		t.Errorf("backend traceparent %q, want %q", got, want)
 	}
 }
@@ -471,7 +472,7 @@ func TestTracingWebSocket(t *testing.T) {
 // one that switched.
 func TestTracingWebSocketRetry(t *testing.T) {
 	tp, exp := newTestTracing(t)
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	uc := wsUpstream(e, nil)
 	uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)
 	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, TracerProvider: tp}, ListenerConfig{}, ProtocolH1)

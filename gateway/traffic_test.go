@@ -9,6 +9,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // TestResponseCounts: every recorded response is counted by class on its
@@ -73,8 +74,8 @@ func TestResponseCounts(t *testing.T) {
 // refused connection shows as a gateway-made 502 on its backend; the
 // upstream counts what the clients got.
 func TestResponseCountsCountRetriedTries(t *testing.T) {
-	bad := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
-	good := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	bad := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	good := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	up := staticUpstream("u", "/", bad, good)
 	up.Static = append(up.Static, closedPort(t, "dead", "http"))
 	up.Retry = retryOn(3, retry.ConnectFailure, retry.Status503)

@@ -16,6 +16,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
@@ -39,11 +40,11 @@ func wsStatus(t *testing.T, h *harness, path string, extra http.Header) (int, *w
 // refusal relayed.
 func TestI05WebSocketRefused(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		none := wsUpstream(e, []string{})
 		none.Name, none.Routes[0].PathPrefix = "none", "/none"
-		h2b := staticUpstream("h2", "/h2", newH2Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-		refusing := staticUpstream("refusing", "/refusing", newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h2b := staticUpstream("h2", "/h2", testbackend.NewH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+		refusing := staticUpstream("refusing", "/refusing", testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "no sockets here", http.StatusForbidden)
 		})))
 		h := newHarnessOver(t, proto, none, h2b, refusing, wsUpstream(e, nil))
@@ -102,8 +103,8 @@ func h1Upgrade(t *testing.T, h *harness, path string, fields http.Header) *http.
 // not 16 bytes, no version; and upgrades other than WebSocket, refused
 // (403) unless the route lists them.
 func TestI05HandshakeFields(t *testing.T) {
-	e := newWSEcho(t)
-	raw := newH1Backend(t, http.HandlerFunc(rawUpgradeEcho))
+	e := testbackend.NewWSEcho(t)
+	raw := testbackend.NewH1(t, http.HandlerFunc(rawUpgradeEcho))
 	custom := staticUpstream("custom", "/custom", raw)
 	custom.Routes[0].Upgrades = []string{"websocket", "x-test/1"}
 	h := newHarnessOver(t, ProtocolH1, wsUpstream(e, nil), custom)
@@ -162,7 +163,7 @@ func rawUpgradeEcho(w http.ResponseWriter, r *http.Request) {
 // TestI05PlainConnectRefused: a CONNECT without :protocol (or over
 // HTTP/1.1, any CONNECT) gets 501: the gateway is not a forward proxy.
 func TestI05PlainConnectRefused(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		addr := strings.TrimPrefix(h.base, "https://")
@@ -217,7 +218,7 @@ func TestI05PlainConnectRefused(t *testing.T) {
 // TestI05BackendBreaksMidMessage: a backend that closes in the middle of a
 // frame ends the client's side with an error (a reset), never a clean end.
 func TestI05BackendBreaksMidMessage(t *testing.T) {
-	broken := newH1Backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	broken := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, _, _, err := ws.UpgradeHTTP(r, w)
 		if err != nil {
 			return
@@ -253,7 +254,7 @@ func TestI05BackendBreaksMidMessage(t *testing.T) {
 // and a live backend under round_robin every handshake succeeds, and the
 // retries are counted.
 func TestI05HandshakeRetriedOnConnectFailure(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	forEachProtocol(t, func(t *testing.T, proto string) {
 		uc := wsUpstream(e, nil)
 		uc.Static = append([]upstream.Spec{closedPort(t, "dead", "http")}, uc.Static...)

@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
 // wsEchoDuration is how long TestI05WebSocket echoes both ways: the
@@ -27,8 +29,8 @@ func wsEchoDuration() time.Duration {
 
 // wsUpstream routes /ws to the echo backend with the route's upgrades
 // (nil: the default, WebSocket).
-func wsUpstream(e *wsEcho, upgrades []string) UpstreamConfig {
-	uc := staticUpstream("ws", "/ws", e.srv)
+func wsUpstream(e *testbackend.WSEcho, upgrades []string) UpstreamConfig {
+	uc := staticUpstream("ws", "/ws", e.Server)
 	uc.Routes[0].Upgrades = upgrades
 	return uc
 }
@@ -40,103 +42,101 @@ func wsUpstream(e *wsEcho, upgrades []string) UpstreamConfig {
 // messages echo both ways for wsEchoDuration; a close code reaches the
 // other side and ends the tunnel cleanly.
 func TestI05WebSocket(t *testing.T) {
-	for _, proto := range protocols {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			e := newWSEcho(t)
-			h := newHarnessOver(t, proto, wsUpstream(e, nil))
-			c, err := dialWS(t, h, "/ws/echo", http.Header{"Keep-Alive": {"timeout=5"}, "X-Trace": {"t1"}})
-			if err != nil {
-				t.Fatal(err)
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		t.Parallel()
+		e := testbackend.NewWSEcho(t)
+		h := newHarnessOver(t, proto, wsUpstream(e, nil))
+		c, err := dialWS(t, h, "/ws/echo", http.Header{"Keep-Alive": {"timeout=5"}, "X-Trace": {"t1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if proto != ProtocolH1 {
+			if c.resp.Header.Get("Sec-Websocket-Protocol") != "chat" || c.resp.Header.Get("Sec-Websocket-Accept") != "" {
+				t.Fatalf("handshake answer fields %v", c.resp.Header)
 			}
-			defer c.close()
-			if proto != ProtocolH1 {
-				if c.resp.Header.Get("Sec-Websocket-Protocol") != "chat" || c.resp.Header.Get("Sec-Websocket-Accept") != "" {
-					t.Fatalf("handshake answer fields %v", c.resp.Header)
-				}
-			}
-			if got := e.header("Sec-Websocket-Protocol"); got != "chat" {
-				t.Errorf("backend saw Sec-WebSocket-Protocol %q", got)
-			}
-			if got := e.header("Sec-Websocket-Version"); got != "13" {
-				t.Errorf("backend saw Sec-WebSocket-Version %q", got)
-			}
-			if e.header("Keep-Alive") != "" || e.header("X-Trace") != "t1" {
-				t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.header("Keep-Alive"), e.header("X-Trace"))
-			}
-			eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "the open-tunnel gauge")
+		}
+		if got := e.Header("Sec-Websocket-Protocol"); got != "chat" {
+			t.Errorf("backend saw Sec-WebSocket-Protocol %q", got)
+		}
+		if got := e.Header("Sec-Websocket-Version"); got != "13" {
+			t.Errorf("backend saw Sec-WebSocket-Version %q", got)
+		}
+		if e.Header("Keep-Alive") != "" || e.Header("X-Trace") != "t1" {
+			t.Errorf("backend saw Keep-Alive %q, X-Trace %q", e.Header("Keep-Alive"), e.Header("X-Trace"))
+		}
+		eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 1 }, "the open-tunnel gauge")
 
-			// Pings: the backend's (answered by the client library), then the client's.
-			if err := c.send(ws.OpText, []byte("ping-me")); err != nil {
-				t.Fatal(err)
-			}
-			if msg, _, err := c.recv(); err != nil || string(msg) != "pong-ok" {
-				t.Fatalf("after the backend's ping: %q, %v", msg, err)
-			}
-			if err := wsutil.WriteClientMessage(c.rw, ws.OpPing, []byte("p1")); err != nil {
-				t.Fatal(err)
-			}
-			if f, err := ws.ReadFrame(c.rw); err != nil || f.Header.OpCode != ws.OpPong || string(f.Payload) != "p1" {
-				t.Fatalf("pong: %v %q, %v", f.Header.OpCode, f.Payload, err)
-			}
+		// Pings: the backend's (answered by the client library), then the client's.
+		if err := c.send(ws.OpText, []byte("ping-me")); err != nil {
+			t.Fatal(err)
+		}
+		if msg, _, err := c.recv(); err != nil || string(msg) != "pong-ok" {
+			t.Fatalf("after the backend's ping: %q, %v", msg, err)
+		}
+		if err := wsutil.WriteClientMessage(c.rw, ws.OpPing, []byte("p1")); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := ws.ReadFrame(c.rw); err != nil || f.Header.OpCode != ws.OpPong || string(f.Payload) != "p1" {
+			t.Fatalf("pong: %v %q, %v", f.Header.OpCode, f.Payload, err)
+		}
 
-			// A 10 MiB message each way.
-			big := make([]byte, 10<<20)
-			rand.Read(big)
-			sending := make(chan struct{})
-			go func() { defer close(sending); _ = c.send(ws.OpBinary, big) }()
-			if msg, op, err := c.recv(); err != nil || op != ws.OpBinary || !bytes.Equal(msg, big) {
-				t.Fatalf("10 MiB echo: %d bytes, op %v, %v", len(msg), op, err)
-			}
-			<-sending // one writer at a time
+		// A 10 MiB message each way.
+		big := make([]byte, 10<<20)
+		rand.Read(big)
+		sending := make(chan struct{})
+		go func() { defer close(sending); _ = c.send(ws.OpBinary, big) }()
+		if msg, op, err := c.recv(); err != nil || op != ws.OpBinary || !bytes.Equal(msg, big) {
+			t.Fatalf("10 MiB echo: %d bytes, op %v, %v", len(msg), op, err)
+		}
+		<-sending // one writer at a time
 
-			// Both ways, for a while: a sender and a reader at once, until the
-			// sender's last message.
-			stop := time.Now().Add(wsEchoDuration())
-			sending = make(chan struct{})
-			go func() {
-				defer close(sending)
-				for n := 0; time.Now().Before(stop); n++ {
-					if c.send(ws.OpText, fmt.Appendf(nil, "m%d", n)) != nil {
-						return
-					}
-					time.Sleep(20 * time.Millisecond) // pacing the sender, not waiting for a condition
+		// Both ways, for a while: a sender and a reader at once, until the
+		// sender's last message.
+		stop := time.Now().Add(wsEchoDuration())
+		sending = make(chan struct{})
+		go func() {
+			defer close(sending)
+			for n := 0; time.Now().Before(stop); n++ {
+				if c.send(ws.OpText, fmt.Appendf(nil, "m%d", n)) != nil {
+					return
 				}
-				_ = c.send(ws.OpText, []byte("end"))
-			}()
-			for i := 0; ; i++ {
-				msg, _, err := c.recv()
-				if err == nil && string(msg) == "end" && i > 0 {
-					break
-				}
-				if err != nil || string(msg) != fmt.Sprintf("m%d", i) {
-					t.Fatalf("echo %d: %q, %v", i, msg, err)
-				}
+				time.Sleep(20 * time.Millisecond) // pacing the sender, not waiting for a condition
 			}
-			<-sending
-			// The client closes with a code: the backend sees it and answers.
-			if err := c.send(ws.OpClose, ws.NewCloseFrameBody(4001, "done")); err != nil {
-				t.Fatal(err)
+			_ = c.send(ws.OpText, []byte("end"))
+		}()
+		for i := 0; ; i++ {
+			msg, _, err := c.recv()
+			if err == nil && string(msg) == "end" && i > 0 {
+				break
 			}
-			if code := <-e.closes; code != 4001 {
-				t.Fatalf("backend saw close %d", code)
+			if err != nil || string(msg) != fmt.Sprintf("m%d", i) {
+				t.Fatalf("echo %d: %q, %v", i, msg, err)
 			}
-			if code, err := c.readClose(); err != nil || code != 4001 {
-				t.Fatalf("client got close %d, %v; want the echoed 4001", code, err)
-			}
-			eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 0 }, "the tunnel to end")
-			if up, down := tunnelBytes(h.gw, "ws"); up < 10<<20 || down < 10<<20 {
-				t.Fatalf("tunnel bytes to backend %d, to client %d", up, down)
-			}
-		})
-	}
+		}
+		<-sending
+		// The client closes with a code: the backend sees it and answers.
+		if err := c.send(ws.OpClose, ws.NewCloseFrameBody(4001, "done")); err != nil {
+			t.Fatal(err)
+		}
+		if code := <-e.Closes; code != 4001 {
+			t.Fatalf("backend saw close %d", code)
+		}
+		if code, err := c.readClose(); err != nil || code != 4001 {
+			t.Fatalf("client got close %d, %v; want the echoed 4001", code, err)
+		}
+		eventually(t, 5*time.Second, func() bool { return openTunnels(h.gw, "ws") == 0 }, "the tunnel to end")
+		if up, down := tunnelBytes(h.gw, "ws"); up < 10<<20 || down < 10<<20 {
+			t.Fatalf("tunnel bytes to backend %d, to client %d", up, down)
+		}
+	})
 }
 
 // TestI05WebSocketCloseFromBackend: a close code the backend starts with
 // reaches the client, over each ingress.
 func TestI05WebSocketCloseFromBackend(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {
@@ -155,7 +155,7 @@ func TestI05WebSocketCloseFromBackend(t *testing.T) {
 // TestI05WebSocketLibraryClient: coder/websocket's own client over the
 // HTTP/1.1 ingress, with a 10 MiB message.
 func TestI05WebSocketLibraryClient(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	h := newHarnessOver(t, ProtocolH1, wsUpstream(e, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -175,7 +175,7 @@ func TestI05WebSocketLibraryClient(t *testing.T) {
 	if err := c.Close(websocket.StatusNormalClosure, "bye"); err != nil {
 		t.Fatal(err)
 	}
-	if code := <-e.closes; code != websocket.StatusNormalClosure {
+	if code := <-e.Closes; code != websocket.StatusNormalClosure {
 		t.Fatalf("backend saw %d", code)
 	}
 }
@@ -185,7 +185,7 @@ func TestI05WebSocketLibraryClient(t *testing.T) {
 // toward both the client and the backend.
 func TestI05DrainClosesTunnel(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, proto string) {
-		e := newWSEcho(t)
+		e := testbackend.NewWSEcho(t)
 		h := newHarnessOver(t, proto, wsUpstream(e, nil))
 		c, err := dialWS(t, h, "/ws", nil)
 		if err != nil {
@@ -208,7 +208,7 @@ func TestI05DrainClosesTunnel(t *testing.T) {
 		if code, err := c.readClose(); err != nil || code != ws.StatusGoingAway {
 			t.Fatalf("client got close %d, %v; want 1001", code, err)
 		}
-		if code := <-e.closes; code != websocket.StatusGoingAway {
+		if code := <-e.Closes; code != websocket.StatusGoingAway {
 			t.Fatalf("backend saw %d, want 1001", code)
 		}
 		if err := <-done; err == nil {
@@ -235,7 +235,7 @@ func tunnelBytes(g *Gateway, up string) (toBackend, toClient uint64) {
 // reload's drain deadline; an HTTP/1.1 one is hijacked, so net/http would
 // forget it), while the HTTP/3 one stays open.
 func TestI05ReloadDropsProtocolDrainsTunnels(t *testing.T) {
-	e := newWSEcho(t)
+	e := testbackend.NewWSEcho(t)
 	up := wsUpstream(e, nil)
 	h := newHarnessOver(t, ProtocolH1, up)
 	clients := map[string]*wsClient{}
@@ -256,7 +256,7 @@ func TestI05ReloadDropsProtocolDrainsTunnels(t *testing.T) {
 	if err := h.gw.Apply(ctx, Config{Upstreams: []UpstreamConfig{up}, Listeners: []ListenerConfig{lc}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{ProtocolH1, ProtocolH2} {
+	for _, p := range tcpProtocols {
 		if code, err := clients[p].readClose(); err != nil || code != ws.StatusGoingAway {
 			t.Fatalf("%s: close %d, %v; want 1001", p, code, err)
 		}

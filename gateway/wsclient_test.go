@@ -7,90 +7,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 )
-
-// wsEcho is a WebSocket echo backend (coder/websocket over HTTP/1.1). It
-// keeps the handshake fields of the last connection and the close status
-// each connection ended with, and understands a few commands:
-// "ping-me" (it pings the client, then answers "pong-ok") and
-// "close:<code>" (it closes with that code).
-type wsEcho struct {
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	headers http.Header
-	closes  chan websocket.StatusCode // one per connection, when it ends
-}
-
-func newWSEcho(t *testing.T) *wsEcho {
-	e := &wsEcho{closes: make(chan websocket.StatusCode, 16)}
-	e.srv = newH1Backend(t, http.HandlerFunc(e.serve))
-	return e
-}
-
-func (e *wsEcho) serve(w http.ResponseWriter, r *http.Request) {
-	e.mu.Lock()
-	e.headers = r.Header.Clone()
-	e.mu.Unlock()
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"chat"}})
-	if err != nil {
-		return
-	}
-	defer c.CloseNow()
-	c.SetReadLimit(64 << 20)
-	ctx := r.Context()
-	for {
-		typ, msg, err := c.Read(ctx)
-		if err != nil {
-			e.closes <- websocket.CloseStatus(err)
-			return
-		}
-		switch s := string(msg); {
-		case s == "ping-me":
-			// Ping waits for a pong that only a Read in progress takes in.
-			go func() {
-				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				if c.Ping(pctx) == nil {
-					_ = c.Write(ctx, websocket.MessageText, []byte("pong-ok"))
-				}
-			}()
-		case strings.HasPrefix(s, "close:"):
-			code := websocket.StatusCode(4000)
-			if s == "close:4002" {
-				code = 4002
-			}
-			err = c.Close(code, "asked to")
-			e.closes <- code
-			return
-		default:
-			err = c.Write(ctx, typ, msg)
-		}
-		if err != nil {
-			e.closes <- websocket.CloseStatus(err)
-			return
-		}
-	}
-}
-
-func (e *wsEcho) header(name string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.headers.Get(name)
-}
 
 // wsClient is a client WebSocket through the gateway over one ingress
 // protocol: gobwas/ws frames on an HTTP/1.1 upgrade (its own dialer), or on

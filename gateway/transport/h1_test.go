@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
@@ -15,31 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
-
-// countingBackend is a real net/http HTTP/1.1 backend that counts the
-// connections it accepted and the ones now closed.
-type countingBackend struct {
-	*httptest.Server
-	opened, closed atomic.Int32
-}
-
-func newCountingBackend(t *testing.T, h http.HandlerFunc) *countingBackend {
-	t.Helper()
-	b := &countingBackend{}
-	b.Server = httptest.NewUnstartedServer(h)
-	b.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			b.opened.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			b.closed.Add(1)
-		}
-	}
-	b.Start()
-	t.Cleanup(b.Close)
-	return b
-}
 
 func newH1(t *testing.T, o Options) RoundTripper {
 	t.Helper()
@@ -82,7 +59,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestH1DirectReusesOneConnection(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Method+" "+r.URL.RequestURI())
 	})
 	rt := newH1(t, Options{})
@@ -96,13 +73,13 @@ func TestH1DirectReusesOneConnection(t *testing.T) {
 			t.Fatalf("request %d: body %q, want %q", i, body, want)
 		}
 	}
-	if n := b.opened.Load(); n != 1 {
+	if n := b.Opened.Load(); n != 1 {
 		t.Fatalf("backend accepted %d connections for 20 sequential requests, want 1", n)
 	}
 }
 
 func TestH1DirectBackendClosedIdleConnection(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	rt := newH1(t, Options{})
 	for i := range 5 {
 		if status, _, err := get(t, rt, context.Background(), http.MethodGet, b.URL); err != nil || status != 200 {
@@ -111,7 +88,7 @@ func TestH1DirectBackendClosedIdleConnection(t *testing.T) {
 		// The backend drops its kept-alive connection (a restart, its own
 		// idle timeout); the next request must not see it.
 		b.CloseClientConnections()
-		waitFor(t, "the backend to close", func() bool { return b.closed.Load() == int32(i+1) })
+		waitFor(t, "the backend to close", func() bool { return b.Closed.Load() == int32(i+1) })
 	}
 	// The request after a POST without a body, which cannot be sent twice,
 	// too: the dead connection is found before it is used.
@@ -298,23 +275,23 @@ func TestH1DirectCancelEndsABlockedBody(t *testing.T) {
 }
 
 func TestH1DirectIdleTimeoutAndCloseIdle(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) {})
 	rt := newH1(t, Options{IdleTimeout: 50 * time.Millisecond})
 	if _, _, err := get(t, rt, context.Background(), http.MethodGet, b.URL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle connection to be closed", func() bool { return b.closed.Load() == 1 })
+	waitFor(t, "the idle connection to be closed", func() bool { return b.Closed.Load() == 1 })
 
 	rt = newH1(t, Options{})
 	if _, _, err := get(t, rt, context.Background(), http.MethodGet, b.URL); err != nil {
 		t.Fatal(err)
 	}
 	rt.CloseIdleConnections()
-	waitFor(t, "CloseIdleConnections to close it", func() bool { return b.closed.Load() == 2 })
+	waitFor(t, "CloseIdleConnections to close it", func() bool { return b.Closed.Load() == 2 })
 }
 
 func TestH1DirectRefusesWhatNetHTTPRefuses(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) {})
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) {})
 	rt := newH1(t, Options{})
 	for name, mod := range map[string]func(*http.Request){
 		"field value": func(r *http.Request) { r.Header["X-A"] = []string{"a\r\nX-Injected: 1"} },
@@ -328,13 +305,13 @@ func TestH1DirectRefusesWhatNetHTTPRefuses(t *testing.T) {
 			t.Errorf("%s: err %v, want an unsendable error", name, err)
 		}
 	}
-	if n := b.opened.Load(); n > 1 {
+	if n := b.Opened.Load(); n > 1 {
 		t.Fatalf("backend accepted %d connections for requests never sent", n)
 	}
 }
 
 func TestH1DirectBodiesAndUpgradesUseNetHTTP(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		_, _ = io.WriteString(w, r.Header.Get("Upgrade")+string(body))
 	})
@@ -391,7 +368,7 @@ func TestH1DirectInterimResponses(t *testing.T) {
 }
 
 func TestH1DirectReuseAfterTheHeaderDeadlinePassed(t *testing.T) {
-	b := newCountingBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	b := testbackend.NewConnCounter(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	rt := newH1(t, Options{ResponseHeaderTimeout: 20 * time.Millisecond})
 	for i := range 3 {
 		if status, body, err := get(t, rt, context.Background(), http.MethodGet, b.URL); err != nil || status != 200 || body != "ok" {
@@ -401,7 +378,7 @@ func TestH1DirectReuseAfterTheHeaderDeadlinePassed(t *testing.T) {
 		// left set; idling past it must not cost the connection.
 		time.Sleep(40 * time.Millisecond)
 	}
-	if n := b.opened.Load(); n != 1 {
+	if n := b.Opened.Load(); n != 1 {
 		t.Fatalf("backend accepted %d connections, want 1", n)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package testbackend
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// h2Stream is one request as a frameBackend received it.
-type h2Stream struct {
+// H2Stream is one request as a FrameBackend received it.
+type H2Stream struct {
 	Method, Path   string
 	ContentLength  string // the content-length field, "" if absent
 	HeadersEnd     bool   // END_STREAM on the HEADERS frame
@@ -24,12 +24,12 @@ type h2Stream struct {
 	EndedWithFrame bool   // the request ended with END_STREAM (not a reset)
 }
 
-// frameBackend is an HTTP/2-over-TLS backend written on x/net/http2's
-// Framer, for what net/http's server neither shows nor does on demand: the
-// frames each request arrived in, and a graceful GOAWAY after a number of
-// streams. Every complete request is answered 200 "ok".
-type frameBackend struct {
-	*httptest.Server
+// FrameBackend is an HTTP/2 backend written on x/net/http2's Framer, for
+// what net/http's server neither shows nor does on demand: the frames each
+// request arrived in, and a graceful GOAWAY after a number of streams.
+// Every complete request is answered 200 "ok".
+type FrameBackend struct {
+	*httptest.Server // over TLS (NewFrameBackend); nil for h2c
 	// goAwayAfter: after answering this many streams on a connection, send
 	// GOAWAY(NO_ERROR) naming the last of them, leave streams above it
 	// unprocessed, and close once the ones below are answered (0: never).
@@ -38,19 +38,22 @@ type frameBackend struct {
 	maxStreams uint32
 
 	mu      sync.Mutex
-	streams []h2Stream // answered requests, in order
-	ignored []h2Stream // requests above a GOAWAY's last-stream-id, never processed
+	streams []H2Stream // answered requests, in order
+	ignored []H2Stream // requests above a GOAWAY's last-stream-id, never processed
 	conns   map[halfCloser]bool
 }
 
-// halfCloser is a backend connection: TLS (frameBackend) or TCP (h2c).
+// halfCloser is a backend connection: TLS (FrameBackend) or TCP (h2c).
 type halfCloser interface {
 	net.Conn
 	CloseWrite() error
 }
 
-func newFrameBackend(t *testing.T, goAwayAfter int, maxStreams uint32) *frameBackend {
-	fb := &frameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[halfCloser]bool{}}
+// NewFrameBackend starts a FrameBackend over TLS that sends GOAWAY after
+// goAwayAfter streams per connection (0: never) and advertises maxStreams
+// (0: no limit); it is closed at the test's end.
+func NewFrameBackend(t testing.TB, goAwayAfter int, maxStreams uint32) *FrameBackend {
+	fb := &FrameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[halfCloser]bool{}}
 	s := httptest.NewUnstartedServer(http.NotFoundHandler())
 	s.TLS = &tls.Config{NextProtos: []string{http2.NextProtoTLS}}
 	s.Config.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){
@@ -69,21 +72,35 @@ func newFrameBackend(t *testing.T, goAwayAfter int, maxStreams uint32) *frameBac
 	return fb
 }
 
-// unprocessed returns the requests a GOAWAY left unprocessed so far.
-func (fb *frameBackend) unprocessed() []h2Stream {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	return append([]h2Stream(nil), fb.ignored...)
+// NewH2CFrameBackend is a FrameBackend over cleartext TCP: an h2c backend
+// that sends a graceful GOAWAY on demand. It returns the address it
+// listens on; it is closed at the test's end.
+func NewH2CFrameBackend(t testing.TB, goAwayAfter int, maxStreams uint32) (*FrameBackend, string) {
+	t.Helper()
+	fb := &FrameBackend{goAwayAfter: goAwayAfter, maxStreams: maxStreams, conns: map[halfCloser]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ServeConns(t, ln, func(c net.Conn) { fb.serve(c.(*net.TCPConn)) })
+	return fb, ln.Addr().String()
 }
 
-// answered returns the requests answered so far.
-func (fb *frameBackend) answered() []h2Stream {
+// Unprocessed returns the requests a GOAWAY left unprocessed so far.
+func (fb *FrameBackend) Unprocessed() []H2Stream {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
-	return append([]h2Stream(nil), fb.streams...)
+	return append([]H2Stream(nil), fb.ignored...)
 }
 
-func (fb *frameBackend) serve(c halfCloser) {
+// Answered returns the requests answered so far.
+func (fb *FrameBackend) Answered() []H2Stream {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return append([]H2Stream(nil), fb.streams...)
+}
+
+func (fb *FrameBackend) serve(c halfCloser) {
 	fb.mu.Lock()
 	fb.conns[c] = true
 	fb.mu.Unlock()
@@ -108,7 +125,7 @@ func (fb *frameBackend) serve(c halfCloser) {
 	}
 	var hbuf bytes.Buffer
 	enc := hpack.NewEncoder(&hbuf)
-	open := map[uint32]*h2Stream{}
+	open := map[uint32]*H2Stream{}
 	answered, goneAway, closing := 0, false, false
 	var lastID uint32
 	answer := func(id uint32) {
@@ -165,7 +182,7 @@ func (fb *frameBackend) serve(c halfCloser) {
 		case *http2.MetaHeadersFrame:
 			id := f.StreamID
 			if goneAway && id > lastID {
-				st := h2Stream{}
+				st := H2Stream{}
 				for _, hf := range f.Fields {
 					if hf.Name == ":method" {
 						st.Method = hf.Value
@@ -180,7 +197,7 @@ func (fb *frameBackend) serve(c halfCloser) {
 				answer(id)
 				continue
 			}
-			st := &h2Stream{HeadersEnd: f.StreamEnded()}
+			st := &H2Stream{HeadersEnd: f.StreamEnded()}
 			for _, hf := range f.Fields {
 				switch hf.Name {
 				case ":method":
