@@ -91,7 +91,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold, UnknownIsHealthy: hc.UnknownIsHealthy,
 			GRPC: hc.GRPC, GRPCService: hc.GRPCService}
 	}
-	if od := u.OutlierDetection; od != nil {
+	if od := u.Outliers(); od != nil {
 		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: od.ConsecutiveFailures,
 			BaseEjectionTime: od.BaseEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent}
 	}

@@ -92,9 +92,20 @@ func (g *Gateway) admit(rec *recorder, w http.ResponseWriter, up *upstream.Upstr
 // backend is paired with Done.
 func (g *Gateway) pick(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream) *upstream.Backend {
 	b, set := up.Pick(r)
-	raced := false
+	raced, switched := false, false
 	for try := 1; b != nil; try++ {
-		if b.TryAcquire() {
+		ok, overshoot := b.Claim()
+		if ok && overshoot && !switched {
+			// A stalled backend holds enough unanswered requests (a black
+			// hole): another takes this one if any can (once: two stalled
+			// backends must not pass the request back and forth).
+			if alt := anotherThan(up, r, b); alt != nil {
+				b.Unclaim()
+				b, switched = alt, true
+				continue
+			}
+		}
+		if ok {
 			return b
 		}
 		raced = true // filled by a concurrent request since Pick saw room
@@ -110,6 +121,14 @@ func (g *Gateway) pick(rec *recorder, w http.ResponseWriter, r *http.Request, up
 		rec.finish(w, up, nil, answer.Pending)
 	default:
 		rec.finish(w, up, nil, answer.NoBackend)
+	}
+	return nil
+}
+
+// anotherThan is a backend of up other than b for r, or nil.
+func anotherThan(up *upstream.Upstream, r *http.Request, b *upstream.Backend) *upstream.Backend {
+	if alt, _ := up.PickExcept(r, []*upstream.Backend{b}); alt != b {
+		return alt
 	}
 	return nil
 }

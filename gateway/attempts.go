@@ -94,6 +94,10 @@ type try struct {
 	outcome health.Outcome
 	reason  string
 	status  int
+	// judged holds the failure of a round trip that returned an error, as
+	// it was then (judge): a client that leaves during the retry's
+	// back-off must not turn the backend's failure into its own.
+	judged *judgment
 	// final: the try whose outcome the client gets; hedge: a hedged copy.
 	final, hedge bool
 	slot         retry.Slot        // the budget slot it holds (0: none)
@@ -108,6 +112,7 @@ func (t *try) result(rec *recorder, r *http.Request, body *reqbody.Client, iw *i
 	res := retry.Result{Method: r.Method, Started: iw.relayed(), BodyKept: kept}
 	if t.err == nil {
 		res.Status = t.resp.StatusCode
+		res.Ejected = res.Status >= 500 && t.b.Health.Strike()
 		return res
 	}
 	res.Expired = r.Context().Err() != nil || rec.grpc.expired()
@@ -148,6 +153,30 @@ func (t *try) failure(rec *recorder, iw *interim) (a answer.Answer, o health.Out
 	return a, o
 }
 
+// judgment is a failed round trip's answer and health outcome.
+type judgment struct {
+	a answer.Answer
+	o health.Outcome
+}
+
+// judge records t's failure as its round trip returned it (t.err set);
+// failure gives it from then on, when the request's context has changed.
+func (t *try) judge(rec *recorder, iw *interim) {
+	if t.err != nil && t.judged == nil {
+		a, o := t.failure(rec, iw)
+		t.judged = &judgment{a, o}
+	}
+}
+
+// verdict is t's failure for passive health: as judged when its round
+// trip returned, else as it is now.
+func (t *try) verdict(rec *recorder, iw *interim) (answer.Answer, health.Outcome) {
+	if j := t.judged; j != nil {
+		return j.a, j.o
+	}
+	return t.failure(rec, iw)
+}
+
 // discard ends a failed try that is not relayed: its failure goes to
 // passive health (and the backend's response counts: a backend failing
 // every try that a retry hides must not look clean) and a 5xx answer is
@@ -158,7 +187,7 @@ func (t *try) discard(rec *recorder, iw *interim) {
 		t.outcome, t.reason = health.Failure, "status "+strconv.Itoa(t.resp.StatusCode)
 	} else {
 		var a answer.Answer
-		a, t.outcome = t.failure(rec, iw)
+		a, t.outcome = t.verdict(rec, iw)
 		t.status, t.reason = a.Status, a.Reason
 	}
 	t.cancel(nil)
@@ -176,9 +205,9 @@ func (t *try) discard(rec *recorder, iw *interim) {
 // backend's slot the same way, and is not sent when that backend is full.
 // uc's request timeout bounds every try, back-off and hedge; its body_idle
 // each read of the relayed response body (timeouts.go).
-func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, b *upstream.Backend, uc UpstreamConfig) {
+func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, load retry.Load, b *upstream.Backend, uc UpstreamConfig) {
 	if ap.Hedge().Applies(r.Method, reqbody.HasBody(r)) {
-		g.hedged(rec, w, r, up, ap, b, uc) // hedge.go
+		g.hedged(rec, w, r, up, ap, load, b, uc) // hedge.go
 		return
 	}
 	traced, iw := withInterim(w, r)
@@ -190,7 +219,7 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	traced, stopRequest := requestDeadline(traced, uc.RequestTimeout)
 	defer stopRequest()
 	p := ap.Policy()
-	st := ap.Start(up)
+	st := ap.Start(load)
 	defer st.Close()
 	cb := reqbody.NewClient(r, bodyKeep(p, b))
 	var tried [retry.MaxAttempts]*upstream.Backend
@@ -208,8 +237,13 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 			t.resp, t.err = nil, errSwitchingProtocols
 		}
 		var next *upstream.Backend
-		d := st.Retry(t.result(rec, r, &cb, iw, cb.Kept()),
-			func() bool { next, _ = up.PickExcept(r, tried[:n]); return next != nil },
+		res := t.result(rec, r, &cb, iw, cb.Kept())
+		t.judge(rec, iw) // before a back-off the client may leave in
+		d := st.Retry(res,
+			func() (bool, bool) {
+				next, _ = up.PickExcept(r, tried[:n])
+				return next != nil, next != nil && next.Health.Failing()
+			},
 			func() bool { return next.TryAcquire() })
 		if d.Verdict == retry.NoBudget {
 			g.obs.Metrics.RetryBudgetExhausted(up.Name())
@@ -218,8 +252,9 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 			break
 		}
 		if !sleep(traced, d.Wait) || !cb.Again() {
-			next.Release() // acquired, never sent
+			next.Unclaim() // acquired, never sent
 			st.Release(d.Slot)
+			t.trace.EndAtAnswer() // the try ended at its answer, not in the back-off
 			break
 		}
 		t.discard(rec, iw)
@@ -252,6 +287,9 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *re
 		out, _ := wire.Outgoing(ctx, r, b, body, false, tt)
 		resp, err := b.Transport.RoundTrip(out)
 		tt.RoundTripped()
+		if err == nil {
+			b.Answered()
+		}
 		return resp, ctx, noCancel, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -276,6 +314,9 @@ func roundTrip(ctx context.Context, r *http.Request, b *upstream.Backend, cb *re
 	}
 	resp, err := b.Transport.RoundTrip(out)
 	tt.RoundTripped()
+	if err == nil {
+		b.Answered()
+	}
 	mu.Lock()
 	done = true
 	fired := timer != nil && !timer.Stop()

@@ -68,7 +68,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 			return
 		}
 	}
-	if !validAuthority(r.Host) {
+	if !validAuthority(r.Host) || r.Host == "" && r.RequestURI != "" && r.ProtoMajor >= 2 {
+		// An HTTP/2 request with neither :authority nor Host cannot be
+		// routed by host nor forwarded with one (quic-go refuses it on
+		// HTTP/3, Go's HTTP/1.1 server without Host on HTTP/1.1).
 		rec.malformed(w, answer.InvalidAuthority)
 		return
 	}
@@ -122,13 +125,13 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	defer held.release() // once the response is done
 	reqbody.Settle(w, r) // before a backend is picked: it may wait for the body's first byte
-	rec.body = reqbody.Limit(w, r, maxBody, lim.ClientBodyTimeout)
+	rec.body, rec.maxBody = reqbody.Limit(w, r, maxBody, lim.ClientBodyTimeout), maxBody
 	defer rec.body.Stop()
 	b := g.pick(&rec, w, r, up) // acquired: within max_requests_per_backend
 	if b == nil {
 		return
 	}
-	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), held.upstream, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // errClosed is returned by Apply after Shutdown.

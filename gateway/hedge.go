@@ -86,10 +86,13 @@ func (h *hedging) end(rec *recorder, t *hedgeTry, lost bool) {
 
 // find is the retry state's search for a backend not tried yet: it sets
 // *next.
-func (h *hedging) find(next **upstream.Backend) func() bool {
-	return func() bool {
+func (h *hedging) find(next **upstream.Backend) retry.Find {
+	return func() (bool, bool) {
 		*next, _ = h.up.PickExcept(h.r, h.tried)
-		return *next != nil && !slices.Contains(h.tried, *next)
+		if *next == nil || slices.Contains(h.tried, *next) {
+			return false, false
+		}
+		return true, (*next).Health.Failing()
 	}
 }
 
@@ -101,13 +104,13 @@ func (h *hedging) find(next **upstream.Backend) func() bool {
 // tries are canceled, their outcome Neutral, and waited for; when every
 // try failed, the last failure is answered. 1xx responses are not
 // relayed: several tries could send them.
-func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, b *upstream.Backend, uc UpstreamConfig) {
+func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, up *upstream.Upstream, ap *retry.Settings, load retry.Load, b *upstream.Backend, uc UpstreamConfig) {
 	base := g.withClientCert(r.Context(), rec.listener, r)
 	base, stopDeadline := rec.grpc.withDeadline(base)
 	defer stopDeadline()
 	base, stopRequest := requestDeadline(base, uc.RequestTimeout) // every copy and retry
 	defer stopRequest()
-	st := ap.Start(up)
+	st := ap.Start(load)
 	defer st.Close()
 	h := &hedging{g: g, r: r, up: up, st: &st, base: base,
 		results: make(chan *hedgeTry, retry.MaxAttempts+retry.MaxHedges)}
@@ -171,7 +174,7 @@ func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, 
 			}
 			// Waiting out a back-off: nothing to relay.
 			backoff.Stop()
-			retryTo.Release()
+			retryTo.Unclaim()
 			st.Release(pending.Slot)
 			rec.finish(w, up, nil, answer.ClientCanceled)
 			return
@@ -179,7 +182,7 @@ func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, 
 	}
 	if backoffC != nil { // an answer came during a retry's back-off
 		backoff.Stop()
-		retryTo.Release()
+		retryTo.Unclaim()
 		st.Release(pending.Slot)
 	}
 	h.cancelOthers()

@@ -139,5 +139,19 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	closeAll(ls)
 	g.drains.ForceAll()
+	// The cut tunnels' handlers return at once and record them: wait
+	// for them (briefly) before the access log closes.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && inFlight(ls) > 0; {
+		time.Sleep(5 * time.Millisecond)
+	}
 	g.obs.Access.Close(time.Second) // the process exits next: what it holds, quickly
+}
+
+// inFlight is the requests the listeners ls are handling.
+func inFlight(ls []*ingress.Listener) int64 {
+	var n int64
+	for _, l := range ls {
+		n += l.InFlight()
+	}
+	return n
 }

@@ -39,8 +39,9 @@ type recorder struct {
 	// set on every answer (setRequestID) and logged.
 	requestID []string
 	// body is the request body as read from the client (nil: none), which
-	// counts the bytes relayed.
-	body *reqbody.Stall
+	// counts the bytes relayed; maxBody its limit (0: none).
+	body    *reqbody.Stall
+	maxBody int64
 	// tunnel is the open tunnel, whose bytes and lifetime the Outcome
 	// reports (nil: none).
 	tunnel *tunnel.Tunnel
@@ -125,6 +126,9 @@ func (rec *recorder) emit() {
 		o.BytesIn, o.BytesOut = t.Bytes()
 	} else {
 		o.BytesIn = rec.body.Received()
+		if rec.maxBody > 0 && o.BytesIn > rec.maxBody {
+			o.BytesIn = rec.maxBody // the limit's check read one byte more; none went on
+		}
 	}
 	if rec.grpc != nil {
 		o.GRPCStatus = rec.grpc.outcome(o.Status)
@@ -250,7 +254,7 @@ func (rec *recorder) endTry(t *try) {
 		case a.Status >= 400:
 			a.ErrType = strconv.Itoa(a.Status)
 		}
-	case t.err != nil:
+	case t.err != nil && !a.Lost: // a lost copy was canceled for the winner: no error of its own
 		a.Status, a.ErrType = t.status, t.reason
 		if a.ErrType == "" {
 			_, a.ErrType = transport.Classify(t.ctx, t.err)

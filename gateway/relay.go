@@ -43,6 +43,17 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 			return
 		}
 		a, o := t.failure(rec, iw)
+		if j := t.judged; j != nil && r.Context().Err() != nil {
+			// The client left after the try failed (in the retry's
+			// back-off): it gets nothing, the backend's failure stands.
+			o = j.o
+			if o == health.Failure {
+				t.outcome, t.reason = o, j.a.Reason
+			}
+			t.status = j.a.Status
+			rec.finish(w, up, b, a)
+			return
+		}
 		if requestTimedOut(t.ctx) && r.Context().Err() == nil && a != answer.GRPCTimeout {
 			// The exchange's budget ran out; the backend is blamed unless
 			// the client was still sending its body (timeouts.go).

@@ -57,11 +57,11 @@ func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Requ
 	if b.Scheme != transport.SchemeHTTP {
 		// An HTTP/2 backend would need an extended CONNECT of its own,
 		// which the backend must have announced: not done.
-		b.Release()
-		rec.finish(w, up, b, answer.UpgradeBackend)
+		b.Unclaim() // never contacted
+		rec.finish(w, up, nil, answer.UpgradeBackend)
 		return
 	}
-	st := ap.Start(up)
+	st := ap.Start(held.upstream)
 	defer st.Close()
 	t := try{b: b, start: rec.out.Start, final: true}
 	defer func() { rec.endTry(&t) }() // the handshake's try, when the tunnel is over
@@ -76,6 +76,9 @@ func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Requ
 		out, hsKey = tunnel.Outgoing(ctx, r, t.b, tr, t.trace)
 		t.resp, t.err = t.b.Transport.RoundTrip(out)
 		t.trace.RoundTripped()
+		if t.err == nil {
+			t.b.Answered()
+		}
 		t.trace.EndAtAnswer() // the handshake's span, not the tunnel's life
 		st.Release(t.slot)    // a handshake retry holds its slot while it is sent
 		if t.err == nil || !transport.IsConnectFailure(t.err) || ctx.Err() != nil {
@@ -85,7 +88,10 @@ func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Requ
 		// any request's connect-failure retry (attempts.go).
 		var next *upstream.Backend
 		d := st.Retry(retry.Result{Failure: retry.ConnectFailure, Method: http.MethodGet, BodyKept: true},
-			func() bool { next, _ = up.PickExcept(r, tried); return next != nil },
+			func() (bool, bool) {
+				next, _ = up.PickExcept(r, tried)
+				return next != nil, next != nil && next.Health.Failing()
+			},
 			func() bool { return next.TryAcquire() })
 		if d.Verdict == retry.NoBudget {
 			g.obs.Metrics.RetryBudgetExhausted(up.Name())
@@ -112,8 +118,10 @@ func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Requ
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		if tr.Extended && resp.StatusCode < 300 {
-			// The client would take a 2xx for an open tunnel.
-			t.outcome, t.reason = health.Failure, answer.UpgradeRefused.Reason
+			// The client would take a 2xx for an open tunnel. The backend
+			// answered, it just does not switch there: not its failure (a
+			// few such handshakes must not eject every backend).
+			t.outcome = health.Success
 			rec.finish(w, up, t.b, answer.UpgradeRefused)
 			return
 		}
@@ -152,7 +160,14 @@ func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Requ
 	t.outcome = health.Success
 	rec.tunnel = tun // the Outcome reports its bytes and lifetime
 	rec.result(up, t.b, status, "")
-	if !tun.Run(tunnel.SetOf(r.Context())) {
+	clean := tun.Run(tunnel.SetOf(r.Context()))
+	if tun.BackendBroke() {
+		// The backend's side broke (it died, or a WebSocket ended without a
+		// close frame): its failure, as a body cut short is.
+		t.outcome, t.reason = health.Failure, answer.BodyFailed.Reason
+		rec.result(up, t.b, status, answer.BodyFailed.Reason)
+	}
+	if !clean {
 		panic(http.ErrAbortHandler) // HTTP/2, HTTP/3: a reset, never a clean end of a broken tunnel
 	}
 }

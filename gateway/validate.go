@@ -43,7 +43,7 @@ func validRequestTarget(t string) bool {
 // §4.3.1).
 func validAuthority(host string) bool {
 	if host == "" {
-		return true
+		return true // built in process; a received one is checked by serve
 	}
 	if !httpguts.ValidHostHeader(host) {
 		return false

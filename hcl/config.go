@@ -106,7 +106,7 @@ const (
 	// DefaultBaseEjectionTime is outlier_detection.base_ejection_time when absent.
 	DefaultBaseEjectionTime = 10 * time.Second
 	// DefaultMaxEjectionPercent is outlier_detection.max_ejection_percent when absent.
-	DefaultMaxEjectionPercent = 50
+	DefaultMaxEjectionPercent = 100
 
 	// DefaultConnectTimeout is timeouts.connect when absent.
 	DefaultConnectTimeout = 2 * time.Second
@@ -350,7 +350,8 @@ type Upstream struct {
 	Consul *UpstreamConsul
 	// HealthCheck configures active checks; nil when absent.
 	HealthCheck *HealthCheck
-	// OutlierDetection configures passive tracking; nil when absent.
+	// OutlierDetection is the outlier_detection block as written; nil when
+	// absent, which means the defaults, on (Outliers).
 	OutlierDetection *OutlierDetection
 	// TLS configures connections to HTTPS backends; nil when the block is
 	// absent (verification against the system roots).
@@ -457,14 +458,34 @@ type HealthCheck struct {
 	UnknownIsHealthy bool
 }
 
-// OutlierDetection is upstream.outlier_detection (passive tracking).
+// OutlierDetection is upstream.outlier_detection (passive tracking), on by
+// default: Consul's own Envoy sidecars eject a backend after 5
+// consecutive failures too.
 type OutlierDetection struct {
+	// Enabled is false for `enabled = false`, which turns the default off.
+	Enabled bool
 	// ConsecutiveFailures before ejection (default 5; >= 1).
 	ConsecutiveFailures int
 	// BaseEjectionTime is the first ejection's length (default 10s; > 0).
 	BaseEjectionTime time.Duration
-	// MaxEjectionPercent caps ejected backends, 0..100 (default 50).
+	// MaxEjectionPercent caps ejected backends, 0..100 (default 100:
+	// with every member ejected, the one ejected longest ago still takes
+	// requests, so ejection never empties an upstream).
 	MaxEjectionPercent int
+}
+
+// Outliers is the outlier detection in force for u: its block, the
+// defaults when absent, nil when `enabled = false`.
+func (u *Upstream) Outliers() *OutlierDetection {
+	switch od := u.OutlierDetection; {
+	case od == nil:
+		return &OutlierDetection{Enabled: true, ConsecutiveFailures: DefaultConsecutiveFailures,
+			BaseEjectionTime: DefaultBaseEjectionTime, MaxEjectionPercent: DefaultMaxEjectionPercent}
+	case !od.Enabled:
+		return nil
+	default:
+		return od
+	}
 }
 
 // TLS is a client-side tls block (consul, upstream): CertFile/KeyFile are

@@ -125,7 +125,7 @@ upstream "web" {
 	if *u.HealthCheck != (HealthCheck{Path: "/health", Interval: 5 * time.Second, Timeout: time.Second, HealthyThreshold: 2, UnhealthyThreshold: 3, UnknownIsHealthy: true}) {
 		t.Errorf("health_check = %+v", u.HealthCheck)
 	}
-	if *u.OutlierDetection != (OutlierDetection{ConsecutiveFailures: 5, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 50}) {
+	if *u.OutlierDetection != (OutlierDetection{Enabled: true, ConsecutiveFailures: 5, BaseEjectionTime: 10 * time.Second, MaxEjectionPercent: 100}) {
 		t.Errorf("outlier_detection = %+v", u.OutlierDetection)
 	}
 	if u.Timeouts != (Timeouts{250 * time.Millisecond, 30 * time.Second, 90 * time.Second, 60 * time.Second, 0}) {
@@ -506,7 +506,7 @@ func TestFullExample(t *testing.T) {
 		u.Consul.Service != "web" || u.Consul.Scheme != "https" || u.Consul.Health != "passing" ||
 		*u.HealthCheck != (HealthCheck{Path: DefaultHealthCheckPath, Interval: DefaultHealthCheckInterval, Timeout: DefaultHealthCheckTimeout,
 			HealthyThreshold: DefaultHealthyThreshold, UnhealthyThreshold: DefaultUnhealthyThreshold, UnknownIsHealthy: true}) ||
-		*u.OutlierDetection != (OutlierDetection{DefaultConsecutiveFailures, DefaultBaseEjectionTime, DefaultMaxEjectionPercent}) ||
+		*u.OutlierDetection != (OutlierDetection{true, DefaultConsecutiveFailures, DefaultBaseEjectionTime, DefaultMaxEjectionPercent}) ||
 		u.LoadBalancing != DefaultLoadBalancing || u.SlowStart != 0 || u.TLS == nil || u.Timeouts != DefaultTimeouts() {
 		t.Errorf("upstream = %+v", u)
 	}

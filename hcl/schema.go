@@ -246,6 +246,7 @@ type rawHealthCheck struct {
 type rawOutlierDetection struct {
 	DefRange hcl2.Range `hcl:",def_range"`
 
+	Enabled             *hcl2.Attribute `hcl:"enabled,optional"`
 	ConsecutiveFailures *hcl2.Attribute `hcl:"consecutive_failures,optional"`
 	BaseEjectionTime    *hcl2.Attribute `hcl:"base_ejection_time,optional"`
 	MaxEjectionPercent  *hcl2.Attribute `hcl:"max_ejection_percent,optional"`

@@ -311,6 +311,7 @@ func buildHealthCheck(b blk, r *rawHealthCheck) *HealthCheck {
 
 func buildOutlierDetection(b blk, r *rawOutlierDetection) *OutlierDetection {
 	o := &OutlierDetection{
+		Enabled:             b.boolean(r.Enabled, true),
 		ConsecutiveFailures: b.count(r.ConsecutiveFailures, DefaultConsecutiveFailures),
 		BaseEjectionTime:    b.duration(r.BaseEjectionTime, DefaultBaseEjectionTime, positive, 0),
 	}

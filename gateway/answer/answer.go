@@ -77,7 +77,7 @@ var (
 	UpgradeNotAllowed    = Answer{403, "upgrade_not_allowed", GRPCUnknown, false, Response}
 	WebSocketHandshake   = Answer{400, "invalid_websocket_handshake", GRPCInternal, false, Response}
 	UpgradeBackend       = Answer{501, "upgrade_unsupported_backend", GRPCUnimplemented, false, Response}
-	UpgradeRefused       = Answer{502, "upgrade_refused", GRPCUnavailable, true, Response}
+	UpgradeRefused       = Answer{502, "upgrade_refused", GRPCUnavailable, false, Response}
 	TooEarly             = Answer{425, "too_early", GRPCUnavailable, false, Response}
 	URITooLong           = Answer{414, "uri_too_long", GRPCResourceExhausted, false, Response}
 	RateLimited          = Answer{429, "rate_limited", GRPCResourceExhausted, false, Response}

@@ -142,6 +142,15 @@ type State struct {
 	// Read on the hot path without the lock.
 	usable  atomic.Bool // active status admits traffic
 	ejected atomic.Bool
+	// ejectedAt is when the running ejection began (UnixNano; 0: none),
+	// for the fallback of an upstream whose every member is ejected.
+	ejectedAt atomic.Int64
+	// failing: the last outcome of a request was a failure (tracked with
+	// or without outlier detection), for the retry state.
+	failing atomic.Bool
+	// strikes counts the 5xx answers in a row as they arrive (Strike),
+	// ahead of their Observe at the end of the try.
+	strikes atomic.Int64
 
 	mu          sync.Mutex // guards everything below
 	status      Status
@@ -171,6 +180,40 @@ func New(active *ActiveConfig, passive *PassiveConfig, budget *Budget, notify fu
 // Eligible reports whether the backend may receive traffic: active status
 // admits it and it is not ejected. Lock-free, no clock read.
 func (s *State) Eligible() bool { return s.usable.Load() && !s.ejected.Load() }
+
+// Usable reports whether the active status admits traffic, ejection
+// aside: an ejected backend that is Usable may still take a request when
+// every member of its upstream is ejected (the upstream is never empty).
+func (s *State) Usable() bool { return s.usable.Load() }
+
+// EjectedSince is when the running ejection began; zero when the backend
+// is not ejected.
+func (s *State) EjectedSince() time.Time {
+	if n := s.ejectedAt.Load(); n != 0 && s.ejected.Load() {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// Failing reports whether the backend's last request outcome was a
+// failure (a success clears it; neutral outcomes leave it), whether or not
+// outlier detection is configured.
+func (s *State) Failing() bool { return s.failing.Load() }
+
+// Strike counts a 5xx answer as it arrives, before the try that got it
+// ends (its Observe comes after the body is relayed), and reports whether
+// it is beyond what outlier detection lets through: the backend is
+// ejected, or its 5xx answers in a row now exceed consecutive_failures.
+// Concurrent requests to a backend answering 5xx to everything would
+// otherwise all pass the same "not ejected yet". false without outlier
+// detection. A success (Observe) starts the count again.
+func (s *State) Strike() (over bool) {
+	if s.passive == nil {
+		return false
+	}
+	n := s.strikes.Add(1)
+	return s.ejected.Load() || n > int64(s.passive.ConsecutiveFailures)
+}
 
 // Checked reports whether active checks are configured for the backend.
 func (s *State) Checked() bool { return s.active != nil }

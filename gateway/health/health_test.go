@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,4 +229,56 @@ func TestInheritedCheckIsNotRepeated(t *testing.T) {
 		}
 		cancel()
 	})
+}
+
+// TestFailingTracksTheLastOutcome: Failing reports the last request's
+// outcome, with or without outlier detection; neutral outcomes say
+// nothing.
+func TestFailingTracksTheLastOutcome(t *testing.T) {
+	for _, passive := range []*PassiveConfig{nil, {ConsecutiveFailures: 5, BaseEjectionTime: time.Second, MaxEjectionPercent: 100}} {
+		s := New(nil, passive, nil, nil)
+		steps := []struct {
+			o    Outcome
+			want bool
+		}{{Success, false}, {Failure, true}, {Neutral, true}, {Failure, true}, {Success, false}, {Neutral, false}}
+		for i, st := range steps {
+			s.Observe(st.o, "x")
+			if s.Failing() != st.want {
+				t.Fatalf("passive %v, step %d (%v): Failing %v, want %v", passive != nil, i, st.o, s.Failing(), st.want)
+			}
+		}
+		s.Close()
+	}
+}
+
+// TestStrikeCountsAnswersInARow: Strike lets consecutive_failures 5xx
+// answers in a row through and reports the ones beyond (and those of an
+// ejected backend), ahead of their Observe; a success starts over; without
+// outlier detection it never reports one.
+func TestStrikeCountsAnswersInARow(t *testing.T) {
+	s := New(nil, &PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}, nil, nil)
+	defer s.Close()
+	var got []bool
+	for range 5 {
+		got = append(got, s.Strike())
+	}
+	if fmt.Sprint(got) != "[false false false true true]" {
+		t.Fatalf("strikes %v", got)
+	}
+	s.Observe(Success, "")
+	if s.Strike() {
+		t.Fatal("a strike after a success is beyond the limit")
+	}
+	for range 3 {
+		s.Observe(Failure, "status 503")
+	}
+	if !s.Strike() {
+		t.Fatal("an ejected backend's 5xx is not reported")
+	}
+	off := New(nil, nil, nil, nil)
+	for range 10 {
+		if off.Strike() {
+			t.Fatal("Strike without outlier detection")
+		}
+	}
 }

@@ -46,7 +46,16 @@ func (s *State) ObserveCheck(ok bool, reason string) {
 // (capped) unless the upstream's max_ejection_percent is reached; a success
 // resets the run.
 func (s *State) Observe(o Outcome, reason string) {
-	if s.passive == nil || o == Neutral {
+	if o == Neutral {
+		return
+	}
+	if f := o == Failure; s.failing.Load() != f {
+		s.failing.Store(f)
+	}
+	if o == Success && s.strikes.Load() != 0 {
+		s.strikes.Store(0)
+	}
+	if s.passive == nil {
 		return
 	}
 	s.mu.Lock()
@@ -69,6 +78,7 @@ func (s *State) Observe(o Outcome, reason string) {
 	s.passiveRun = 0
 	s.lastChange = time.Now()
 	s.ejectedTill = s.lastChange.Add(d)
+	s.ejectedAt.Store(s.lastChange.UnixNano())
 	s.ejected.Store(true)
 	s.timer = time.AfterFunc(d, s.unEject)
 	t := Transition{From: s.status, To: s.status, Ejected: true, Reason: reason, Until: s.ejectedTill}
@@ -87,6 +97,7 @@ func (s *State) unEject() {
 		return
 	}
 	s.ejected.Store(false)
+	s.ejectedAt.Store(0)
 	s.budget.release()
 	s.lastChange = time.Now()
 	t := Transition{From: s.status, To: s.status, Returned: true}
@@ -137,6 +148,7 @@ func (s *State) Inherit(old *State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastChange = lastChange // the same backend: nothing changed
+	s.failing.Store(old.failing.Load())
 	if s.active != nil && checked {
 		s.status, s.reason, s.okRun, s.failRun, s.lastCheck = status, reason, okRun, failRun, lastCheck
 		s.lastOK, s.lastReason = lastOK, lastReason
@@ -151,6 +163,7 @@ func (s *State) Inherit(old *State) {
 			s.budget.ejected.Add(1)
 		}
 		s.ejectedTill = till
+		s.ejectedAt.Store(old.ejectedAt.Load())
 		s.ejected.Store(true)
 		s.timer = time.AfterFunc(d, s.unEject)
 	}

@@ -47,6 +47,12 @@ func adaptTCP(w http.ResponseWriter, r *http.Request) answer.Answer {
 		if (scheme != "http" && scheme != "https") || !ok {
 			return answer.InvalidPath
 		}
+		if r.URL.Host == "" || r.URL.User != nil {
+			// "https:///p" names no host; userinfo in the authority is
+			// refused as quic-go refuses it in :authority (RFC 9110
+			// §4.2.4: a sender must not generate it).
+			return answer.InvalidAuthority
+		}
 		target := "/"
 		if i := strings.IndexAny(rest, "/?"); i >= 0 {
 			target = rest[i:]

@@ -86,7 +86,10 @@ func (l *Listener) tcpServer(lim Limits) *http.Server {
 			return tunnel.WithSet(context.Background(), &l.tunnels)
 		},
 		Protocols: &protos,
-		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
+		// OPTIONS * reaches the pipeline (404 no_route, as over HTTP/3),
+		// not net/http's own 200.
+		DisableGeneralOptionsHandler: true,
+		HTTP2:                        &http.HTTP2Config{MaxConcurrentStreams: lim.MaxConcurrentStreams},
 		// Also the TLS handshake's timeout (Go takes the lowest of the
 		// read and write timeouts for it).
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,

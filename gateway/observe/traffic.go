@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
 
@@ -65,7 +66,9 @@ func (tr *Traffic) record(o *Outcome) {
 		}
 	}
 	byGateway := o.Reason != ""
-	if o.Backend != nil {
+	if o.Backend != nil && o.Status != transport.StatusClientClosed {
+		// A client that left got nothing from the backend: its row counts
+		// answers (the upstream's, what clients got).
 		o.Backend.Responses().Count(o.Status, byGateway)
 	}
 	if o.Upstream != nil {

@@ -44,6 +44,11 @@ const (
 	Status504
 )
 
+// Outlier is not an `on` value: the condition of a 5xx answer from a
+// backend outlier detection is taking out (Failure.Ejected), retried for
+// idempotent methods whatever On says; "outlier" in impulse_retries.
+const Outlier Condition = 1 << 6
+
 // DefaultOn is the `on` list when absent: only the failures that prove the
 // backend never saw the request.
 const DefaultOn = ConnectFailure | RefusedStream
@@ -80,6 +85,9 @@ func (c Condition) String() string {
 // Label is the reason label of a single condition, without allocating
 // (String of a set allocates).
 func (c Condition) Label() string {
+	if c == Outlier {
+		return "outlier"
+	}
 	for i, n := range conditionNames {
 		if c == 1<<i {
 			return n
@@ -185,6 +193,11 @@ type Failure struct {
 	// BodyKept: the request body, if any, can be sent again (none was
 	// read, or all that was read is kept within MaxBodyBytes).
 	BodyKept bool
+	// Ejected: a 5xx answer from a backend outlier detection is taking
+	// out (health.State.Strike): the backend's failure, not the
+	// application's word, so an idempotent request is tried elsewhere
+	// whatever On says.
+	Ejected bool
 }
 
 // Retry reports whether f may be tried again under p (the budget and the
@@ -193,7 +206,11 @@ type Failure struct {
 // idempotent unless the backend provably never saw the request.
 func (p Policy) Retry(f Failure) bool {
 	switch {
-	case f.Condition == 0 || p.On&f.Condition == 0 || f.Tries >= p.Attempts || f.Started || !f.BodyKept:
+	case f.Tries >= p.Attempts || f.Started || !f.BodyKept:
+		return false
+	case f.Ejected:
+		return Idempotent(f.Method)
+	case f.Condition == 0 || p.On&f.Condition == 0:
 		return false
 	case f.Condition == ConnectFailure || f.Condition == RefusedStream:
 		return true

@@ -92,12 +92,14 @@ const (
 // Decision is the answer to a failed try or a hedge timer.
 type Decision struct {
 	Verdict Verdict
-	// Wait is the back-off before the next try (Again; 0 for a hedge).
+	// Wait is the back-off before the next try (Again; 0 for a hedge and
+	// for a retry the budget does not pay for).
 	Wait time.Duration
 	// Condition is the retry condition the failure matched: the reason
 	// label of impulse_retries.
 	Condition Condition
-	// Slot is the budget slot the next try holds (Again).
+	// Slot is the budget slot the next try holds (Again; 0 for a retry
+	// the budget does not pay for, see State.Retry).
 	Slot Slot
 }
 
@@ -121,6 +123,9 @@ type Result struct {
 	// Expired: the client left or the request's deadline passed
 	// (request timeout, grpc-timeout): no try may follow.
 	Expired bool
+	// Ejected: the backend answered 5xx and outlier detection is taking
+	// it out (Failure.Ejected).
+	Ejected bool
 }
 
 // Condition is the retry condition r matches: its status's
@@ -156,20 +161,41 @@ func (st *State) Hedges() int { return st.hedges }
 // Policy is the request's retry policy.
 func (st *State) Policy() *Policy { return &st.s.policy }
 
+// Find looks for a backend the request has not been sent to: found is
+// false when there is none; failing tells that its last request failed.
+type Find func() (found, failing bool)
+
 // Retry decides what follows the failed try res. When the policy allows
-// another try, find is called to look for a backend not tried yet (false:
-// none), the budget is asked, and claim takes that backend's slot
+// another try, find is called to look for a backend not tried yet, the
+// budget is asked, and claim takes that backend's slot
 // (max_requests_per_backend; false: full). Only an Again decision holds a
 // budget slot, for the next try.
-func (st *State) Retry(res Result, find, claim func() bool) Decision {
+//
+// A try the backend provably never saw (ConnectFailure, RefusedStream),
+// or a 5xx from a backend outlier detection is taking out (Ejected), that
+// goes to a backend whose last request did not fail is sent at once and
+// takes no slot: it is the request that would have gone to the dead
+// backend, not extra load on any that saw it, which is what the budget
+// bounds (Envoy's budget and back-off apply to every retry; here a dead
+// backend among healthy ones costs clients nothing). When every backend is
+// failing, such retries wait and pay as any other (case R04).
+func (st *State) Retry(res Result, find Find, claim func() bool) Decision {
 	cond := res.Condition()
+	if res.Ejected {
+		cond = Outlier
+	}
 	p := &st.s.policy
-	if res.Expired || !p.Retry(Failure{Condition: cond, Method: res.Method, Tries: st.tries, Started: res.Started, BodyKept: res.BodyKept}) {
+	if res.Expired || !p.Retry(Failure{Condition: cond, Method: res.Method, Tries: st.tries, Started: res.Started, BodyKept: res.BodyKept, Ejected: res.Ejected}) {
 		return Decision{Verdict: Stop, Condition: cond}
 	}
-	d := st.admit(cond, find, claim)
+	// Free: what the dead (or ejected) backend would have served, sent to
+	// one that is not failing, is no extra load.
+	free := cond == ConnectFailure || cond == RefusedStream || res.Ejected
+	d := st.admit(cond, find, claim, free)
 	if d.Verdict == Again {
-		d.Wait = p.Wait(st.tries, st.random())
+		if d.Slot != 0 {
+			d.Wait = p.Wait(st.tries, st.random())
+		}
 		st.tries++
 	}
 	return d
@@ -179,25 +205,30 @@ func (st *State) Retry(res Result, find, claim func() bool) Decision {
 // passed without an answer: hedging allows another copy, find finds a
 // backend not tried yet, the budget has room and claim takes the
 // backend's slot. An Again decision holds a slot for the copy.
-func (st *State) Hedge(find, claim func() bool) Decision {
+func (st *State) Hedge(find Find, claim func() bool) Decision {
 	if !st.s.hedge.Next(st.hedges) {
 		return Decision{Verdict: Stop}
 	}
-	d := st.admit(0, find, claim)
+	d := st.admit(0, find, claim, false)
 	if d.Verdict == Again {
 		st.hedges++
 	}
 	return d
 }
 
-// admit finds a backend, takes a budget slot, then the backend's slot.
-func (st *State) admit(cond Condition, find, claim func() bool) Decision {
-	if !find() {
+// admit finds a backend, takes a budget slot (none when free and the
+// backend is not failing), then the backend's slot.
+func (st *State) admit(cond Condition, find Find, claim func() bool, free bool) Decision {
+	found, failing := find()
+	if !found {
 		return Decision{Verdict: NoBackend, Condition: cond}
 	}
-	slot, ok := st.take()
-	if !ok {
-		return Decision{Verdict: NoBudget, Condition: cond}
+	var slot Slot
+	if !free || failing {
+		var ok bool
+		if slot, ok = st.take(); !ok {
+			return Decision{Verdict: NoBudget, Condition: cond}
+		}
 	}
 	if !claim() {
 		st.Release(slot)

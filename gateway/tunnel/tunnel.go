@@ -68,6 +68,8 @@ type Tunnel struct {
 
 	toClient, toBackend tunnelWriter
 	drained             atomic.Bool   // a drain closed it (Set.CloseAll)
+	clientBroke         atomic.Bool   // reading the client's side failed first
+	backendBroke        bool          // the backend's side broke (Run's result)
 	hard                chan struct{} // closed when a drain's grace is over
 
 	mu     sync.Mutex // guards what follows: the drain's and linger's timers against the end
@@ -85,6 +87,12 @@ func New(m *observe.Metrics, key observe.TunnelKey, tr Request, proto string, bo
 	t.toClient.bytes = m.TunnelByteCounter(key.Listener, key.Upstream, false)
 	return t
 }
+
+// BackendBroke reports, once Run returned, whether the tunnel ended
+// because the backend's side broke (its connection failed, or a WebSocket
+// ended without a close frame at a frame boundary), not the client's or a
+// drain.
+func (t *Tunnel) BackendBroke() bool { return t.backendBroke }
 
 // Protocol is the client's protocol: h1, h2 or h3.
 func (t *Tunnel) Protocol() string { return t.proto }
@@ -189,6 +197,7 @@ func (t *Tunnel) Run(set *Set) bool {
 			}
 			t.after(linger, func() { t.backend.Close() })
 		} else {
+			t.clientBroke.Store(true)
 			t.backend.Close() // unblocks the other direction
 		}
 		fromClient <- err
@@ -198,6 +207,7 @@ func (t *Tunnel) Run(set *Set) bool {
 	if t.drained.Load() {
 		clean = !t.ws || t.toClient.sentClose()
 	}
+	t.backendBroke = !clean && !t.drained.Load() && !t.clientBroke.Load() && !t.toClient.writeFailed
 	t.backend.Close()
 	if t.conn == nil {
 		if !clean {
@@ -332,13 +342,14 @@ func resetConn(c net.Conn) {
 // the gateway's own close frame, and (for WebSocket) follow the frame
 // boundaries so that frame goes between two others.
 type tunnelWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	flush  func() error // HTTP/2, HTTP/3: each write goes out at once
-	frames *wsFrames    // nil: not WebSocket
-	closed bool         // the gateway's close frame went out
-	bytes  *observe.TunnelBytes
-	sent   atomic.Int64 // bytes written this way, for the access log
+	mu          sync.Mutex
+	w           io.Writer
+	flush       func() error // HTTP/2, HTTP/3: each write goes out at once
+	frames      *wsFrames    // nil: not WebSocket
+	closed      bool         // the gateway's close frame went out
+	bytes       *observe.TunnelBytes
+	sent        atomic.Int64 // bytes written this way, for the access log
+	writeFailed bool         // a write failed (under mu): the other side broke
 }
 
 // copyFrom relays src until it ends; nil at src's clean end (EOF).
@@ -371,6 +382,9 @@ func (tw *tunnelWriter) write(p []byte) error {
 		return nil
 	}
 	n, err := tw.w.Write(p)
+	if err != nil {
+		tw.writeFailed = true
+	}
 	if tw.frames != nil {
 		tw.frames.feed(p[:n])
 	}

@@ -20,17 +20,25 @@ type Backend struct {
 	// Health is the backend's active and passive health (never nil).
 	Health *health.State
 
-	inFlight   atomic.Int64
-	maxFlight  *atomic.Int64 // the upstream's max_requests_per_backend (≤ 0: none)
-	requests   atomic.Uint64
-	removed    atomic.Bool
-	ewma       atomic.Uint64 // float64 bits, ns
-	res        *resolver
-	hostPort   string       // Spec.Addr(), computed once
-	warmSince  atomic.Int64 // unix ns when slow start began; 0 = full weight
-	slowStart  time.Duration
-	stopChecks context.CancelFunc
-	responses  ResponseCounter // responses.go
+	inFlight  atomic.Int64
+	maxFlight *atomic.Int64 // the upstream's max_requests_per_backend (≤ 0: none)
+	// unanswered counts the requests sent since the backend's last answer
+	// (response headers); answersAtLast is its upstream's answer count
+	// (answers) at that answer. At unansweredLimit (0: off), while its
+	// siblings answered since, it is behind (perbackend.go).
+	unanswered      atomic.Int64
+	answersAtLast   atomic.Int64
+	answers         *atomic.Int64
+	unansweredLimit int64
+	requests        *atomic.Uint64 // shared with the same backend in the upstream a reload rebuilt
+	removed         atomic.Bool
+	ewma            atomic.Uint64 // float64 bits, ns
+	res             *resolver
+	hostPort        string       // Spec.Addr(), computed once
+	warmSince       atomic.Int64 // unix ns when slow start began; 0 = full weight
+	slowStart       time.Duration
+	stopChecks      context.CancelFunc
+	responses       *ResponseCounter // responses.go; shared as requests is
 }
 
 // Weight implements balance.Candidate: the configured weight, ramped up
@@ -113,6 +121,9 @@ func (b *Backend) Removed() bool { return b.removed.Load() }
 func (b *Backend) Acquire() {
 	b.inFlight.Add(1)
 	b.requests.Add(1)
+	if b.unansweredLimit > 0 {
+		b.unanswered.Add(1)
+	}
 }
 
 // Done counts a request ending with its outcome (recorded exactly once per

@@ -67,7 +67,7 @@ func (c *ResponseCounter) Load() ResponseCounts {
 
 // Responses counts the responses of the requests that went to b (every
 // request the gateway recorded with b as its backend).
-func (b *Backend) Responses() *ResponseCounter { return &b.responses }
+func (b *Backend) Responses() *ResponseCounter { return b.responses }
 
 // ConfiguredWeight is the weight b ramps up to: Spec.Weight, at least 1.
 func (b *Backend) ConfiguredWeight() int { return max(b.Spec.Weight, 1) }

@@ -116,8 +116,11 @@ type Upstream struct {
 	// maxPerBackend is max_requests_per_backend, shared by the backends
 	// (Backend.maxFlight); ≤ 0: none.
 	maxPerBackend atomic.Int64
-	ctx           context.Context // lives until Close; parent of checker goroutines
-	cancel        context.CancelFunc
+	// answers counts the answers of every backend (Backend.Answered): the
+	// evidence that a silent one is behind.
+	answers atomic.Int64
+	ctx     context.Context // lives until Close; parent of checker goroutines
+	cancel  context.CancelFunc
 
 	mu         sync.Mutex // guards the fields below (writers only)
 	static     []Spec
@@ -167,7 +170,9 @@ func (u *Upstream) InFlight() int64 {
 }
 
 // Pick selects a backend for r from the current set, or nil when the set is
-// empty or none is eligible; a Full backend is not. The caller inspects
+// empty or none is eligible; a Full backend is not. When every member that
+// could take r is ejected, the one ejected longest ago is picked
+// (leastRecentlyEjected): ejection never empties an upstream. The caller inspects
 // Set.Pending and Set.Saturated to tell the 503s apart, and counts the
 // request with TryAcquire (another request may have filled the backend
 // since).
@@ -178,9 +183,35 @@ func (u *Upstream) Pick(r *http.Request) (*Backend, *Set) {
 	}
 	i := s.picker.Pick(r, balance.Skip{})
 	if i < 0 {
+		i = s.leastUnanswered()
+	}
+	if i < 0 {
+		i = s.leastRecentlyEjected()
+	}
+	if i < 0 {
 		return nil, s
 	}
 	return s.Backends[i], s
+}
+
+// leastRecentlyEjected is the fallback of a pick that found no eligible
+// backend: when the only members that could take the request are ejected,
+// ejection must not empty the upstream (an outlier detector that ejected
+// everything would turn a partial outage into a total one), so the one
+// ejected longest ago is tried. -1 when none is a candidate: members the
+// active check or DNS rules out, or full ones, are never fallen back to.
+func (s *Set) leastRecentlyEjected() int {
+	best, bestAt := -1, time.Time{}
+	for i, b := range s.Backends {
+		at := b.Health.EjectedSince()
+		if at.IsZero() || !b.Health.Usable() || !b.res.usable() || b.Full() {
+			continue
+		}
+		if best < 0 || at.Before(bestAt) {
+			best, bestAt = i, at
+		}
+	}
+	return best
 }
 
 // PickExcept is Pick for a retry: the upstream's policy picks among the
@@ -204,6 +235,9 @@ func (u *Upstream) PickExcept(r *http.Request, tried []*Backend) (*Backend, *Set
 	i := s.picker.Pick(r, skip)
 	if i < 0 && skip.Len() > 0 {
 		i = s.picker.Pick(r, balance.Skip{})
+	}
+	if i < 0 {
+		i = s.leastUnanswered() // never an ejected one: a retry goes nowhere then
 	}
 	if i < 0 {
 		return nil, s
@@ -265,7 +299,12 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if err != nil {
 				return fmt.Errorf("upstream %q: backend %q: %w", u.cfg.Name, s.ID, err)
 			}
-			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr(), maxFlight: &u.maxPerBackend}
+			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr(), maxFlight: &u.maxPerBackend,
+				requests: new(atomic.Uint64), responses: new(ResponseCounter)}
+			b.answers = &u.answers
+			if p := u.cfg.Passive; p != nil {
+				b.unansweredLimit = int64(p.ConsecutiveFailures)
+			}
 			b.Health = health.New(u.cfg.Active, u.cfg.Passive, &u.budget, u.notifier(b))
 			// The same backend with another weight, or in the upstream a
 			// reload replaced: same target, same health, no new ramp.
@@ -276,6 +315,9 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			if prev != nil && prev.sameTarget(s) {
 				b.Health.Inherit(prev.Health)
 				b.warmSince.Store(prev.warmSince.Load())
+				// Its counts go on: a reload must not make the status
+				// page's backend rows restart from zero.
+				b.requests, b.responses = prev.requests, prev.responses
 				tookOver[b] = true
 			}
 			next[key] = b

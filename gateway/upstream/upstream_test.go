@@ -300,3 +300,128 @@ func TestPickExceptSkipsTried(t *testing.T) {
 		t.Errorf("PickExcept: %v allocs, want 0", a)
 	}
 }
+
+// TestEjectionNeverEmptiesTheUpstream: with every member ejected, a first
+// try still goes to the one ejected longest ago, never nowhere (a 503 with
+// healthy-looking backends); a retry (PickExcept of another) finds none;
+// a member the active check rules out is never fallen back to.
+func TestEjectionNeverEmptiesTheUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		u, err := New(Config{Name: "web",
+			Passive: &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		u.SetStatic([]Spec{spec("a", 1), spec("b", 1), spec("c", 1)})
+		byID := map[string]*Backend{}
+		for _, b := range u.Current().Backends {
+			byID[b.ID] = b
+		}
+		for _, id := range []string{"b", "a", "c"} { // b ejected first, then a, then c
+			b := byID[id]
+			b.Acquire()
+			b.Done(health.Failure, "connect", 0)
+			if b.Eligible() || b.Health.EjectedSince().IsZero() {
+				t.Fatalf("%s not ejected", id)
+			}
+			time.Sleep(time.Second)
+		}
+		for range 10 {
+			if b, _ := u.Pick(nil); b != byID["b"] {
+				t.Fatalf("picked %v with every member ejected, want b (ejected longest ago)", b)
+			}
+		}
+		if b, _ := u.PickExcept(nil, []*Backend{byID["b"]}); b != nil {
+			t.Fatalf("a retry fell back to the ejected %s", b.ID)
+		}
+		byID["b"].Acquire()
+		byID["b"].Done(health.Success, "", time.Millisecond) // answers again: stays ejected until its time is up
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, b := range byID {
+			if !b.Eligible() || !b.Health.EjectedSince().IsZero() {
+				t.Fatalf("%s still ejected after its ejection time", b.ID)
+			}
+		}
+	})
+}
+
+// TestStalledBackendIsSkipped: with outlier detection, a backend holding
+// consecutive_failures requests sent since its last answer is skipped
+// while another can take the request, taken again when it answers or holds
+// none, and picked anyway when every backend is stalled.
+func TestStalledBackendIsSkipped(t *testing.T) {
+	u, err := New(Config{Name: "web",
+		Passive: &health.PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.SetStatic([]Spec{spec("a", 1), spec("b", 1)})
+	byID := map[string]*Backend{}
+	for _, b := range u.Current().Backends {
+		byID[b.ID] = b
+	}
+	hole, other := byID["a"], byID["b"]
+	for range 3 {
+		if !hole.TryAcquire() {
+			t.Fatal("TryAcquire")
+		}
+	}
+	if hole.Stalled() {
+		t.Fatal("stalled before any other backend answered: no evidence yet")
+	}
+	if ok, over := hole.Claim(); !ok || over {
+		t.Fatalf("a fourth claim with no evidence: %v %v", ok, over)
+	}
+	hole.Unclaim()
+	other.Acquire()
+	other.Answered()
+	other.Done(health.Success, "", time.Millisecond)
+	if !hole.Stalled() {
+		t.Fatal("three requests without an answer while another answered: not stalled")
+	}
+	if ok, over := hole.Claim(); !ok || !over {
+		t.Fatalf("a claim beyond the limit while stalled: %v %v, want an overshoot", ok, over)
+	}
+	hole.Unclaim()
+	for range 20 {
+		if b, _ := u.Pick(nil); b != other {
+			t.Fatalf("picked %v, want the backend that answers", b.ID)
+		}
+	}
+	other.Acquire()
+	other.Acquire()
+	other.Acquire() // b holds three since its last answer too: the pick still finds a backend
+	if b, _ := u.Pick(nil); b == nil {
+		t.Fatal("every backend stalled: no pick")
+	}
+	hole.Answered()
+	if hole.Stalled() {
+		t.Fatal("answered, still stalled")
+	}
+	for range 3 {
+		hole.Done(health.Neutral, "", 0)
+		other.Done(health.Neutral, "", 0)
+	}
+	other.Answered()
+	// Holding none, a backend is never stalled, whatever it sent before.
+	for range 3 {
+		hole.Acquire()
+		hole.Done(health.Neutral, "", 0)
+	}
+	if hole.Stalled() {
+		t.Fatal("stalled while holding no request")
+	}
+	off, _ := New(Config{Name: "off"})
+	defer off.Close()
+	off.SetStatic([]Spec{spec("x", 1)})
+	x := off.Current().Backends[0]
+	for range 10 {
+		x.Acquire()
+	}
+	if x.Stalled() {
+		t.Fatal("stalled without outlier detection")
+	}
+}

@@ -32,6 +32,9 @@ func runMain(m *testing.M) int {
 	if name := os.Getenv(backendProcessEnv); name != "" {
 		return serveBackendProcess(name) // rolling_test.go: this binary re-run as a backend
 	}
+	if spec := os.Getenv(r09ProcessEnv); spec != "" {
+		return serveR09Process(spec) // r09_backends_test.go
+	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "impulse-e2e-")
 	if err != nil {

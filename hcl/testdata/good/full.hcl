@@ -117,10 +117,11 @@ upstream "web" {
     unknown_is_healthy  = true    # a backend takes traffic before its first check completes
   }
 
-  outlier_detection {             # passive outcome tracking (ejection of failing backends); absent: off
+  outlier_detection {             # passive outcome tracking (ejection of failing backends); absent: on, as written here
+    enabled              = true   # false turns the default off
     consecutive_failures = 5
     base_ejection_time   = "10s"
-    max_ejection_percent = 50     # 0..100
+    max_ejection_percent = 100    # 0..100; with every member ejected, the one ejected longest ago is still tried
   }
 
   tls {                           # to HTTP/2-over-TLS backends; verification is on by default
