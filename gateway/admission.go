@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,14 +95,23 @@ func (g *Gateway) pick(rec *recorder, w http.ResponseWriter, r *http.Request, up
 	b, set := up.Pick(r)
 	raced, switched := false, false
 	for try := 1; b != nil; try++ {
-		ok, overshoot := b.Claim()
-		if ok && overshoot && !switched {
-			// A stalled backend holds enough unanswered requests (a black
-			// hole): another takes this one if any can (once: two stalled
-			// backends must not pass the request back and forth).
+		ok, over := b.Claim()
+		if ok && over != upstream.Within && !switched {
+			// The backend holds enough unanswered requests (perhaps a black
+			// hole): another takes this one if any can, once (two stalled
+			// backends must not pass the request back and forth). At a
+			// cold upstream nothing tells yet which one is silent: when
+			// the other is at the limit too, the request waits for the
+			// first answer, then is picked again.
+			switched = true
 			if alt := anotherThan(up, r, b); alt != nil {
 				b.Unclaim()
-				b, switched = alt, true
+				if over == upstream.Cold && alt.AtLimit() {
+					g.holdCold(r.Context(), up)
+					b, set = up.Pick(r)
+				} else {
+					b = alt
+				}
 				continue
 			}
 		}
@@ -123,6 +133,24 @@ func (g *Gateway) pick(rec *recorder, w http.ResponseWriter, r *http.Request, up
 		rec.finish(w, up, nil, answer.NoBackend)
 	}
 	return nil
+}
+
+// coldHold bounds the wait of a request for its upstream's first answer
+// (upstream.Cold): a burst at a cold gateway puts at most the stall limit
+// on each backend before any answer tells a black hole from the others.
+// Backends that have not answered in a second are treated as answering.
+const coldHold = time.Second
+
+// holdCold waits for up's first answer, g.coldHold or ctx, whichever
+// ends first.
+func (g *Gateway) holdCold(ctx context.Context, up *upstream.Upstream) {
+	t := time.NewTimer(g.coldHold)
+	defer t.Stop()
+	select {
+	case <-up.FirstAnswer():
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // anotherThan is a backend of up other than b for r, or nil.

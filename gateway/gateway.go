@@ -75,6 +75,7 @@ type Gateway struct {
 	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
 	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
 	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
+	coldHold      time.Duration                      // admission.go; a test lengthens it
 }
 
 // New validates cfg and builds the routing state without binding anything.
@@ -87,7 +88,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	gm := observe.NewMetrics(cfg.Metrics)
 	g := &Gateway{log: log, qlog: cfg.QUICLogger, listeners: map[string]*ingress.Listener{}, workers: newWorkers(),
-		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests}),
+		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests}), coldHold: coldHold,
 		obs: observe.Observers{Metrics: gm, Access: observe.NewAccessLog(log.Named("access_log"), gm),
 			Tracing: new(observe.Tracing), Traffic: new(observe.Traffic), Log: log}}
 	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})

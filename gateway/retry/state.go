@@ -56,8 +56,12 @@ func (s *Settings) Hedge() Hedge { return s.hedge }
 // copies in flight to the upstream, 0 when nothing is retried.
 func (s *Settings) InFlight() int64 { return s.retries.Load() }
 
-// Load is what the budget weighs retries against: the requests in flight
-// to the upstream's backends, retries included (Budget.Limit).
+// Load is what the budget weighs retries against (Budget.Limit): the
+// requests admitted to the upstream, those in back-off between tries
+// included (the gateway passes the upstream's concurrency limiter), as
+// Envoy's retry budget counts active requests. Counting only requests at
+// backends would hold the budget at min_retry_concurrency for fast
+// backends, and a few concurrent clients would exhaust it.
 type Load interface{ InFlight() int64 }
 
 // Start begins one request's attempts against the upstream whose

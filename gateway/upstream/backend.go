@@ -28,7 +28,7 @@ type Backend struct {
 	// siblings answered since, it is behind (perbackend.go).
 	unanswered      atomic.Int64
 	answersAtLast   atomic.Int64
-	answers         *atomic.Int64
+	answers         *answerLog // the upstream's
 	unansweredLimit int64
 	requests        *atomic.Uint64 // shared with the same backend in the upstream a reload rebuilt
 	removed         atomic.Bool
@@ -135,8 +135,11 @@ func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
 	if o != health.Neutral {
 		b.observeLatency(d)
 	}
-	if b.inFlight.Add(-1) == 0 && b.removed.Load() {
-		b.Transport.CloseIdleConnections()
+	if b.inFlight.Add(-1) == 0 {
+		b.idle()
+		if b.removed.Load() {
+			b.Transport.CloseIdleConnections()
+		}
 	}
 }
 

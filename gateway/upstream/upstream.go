@@ -118,7 +118,7 @@ type Upstream struct {
 	maxPerBackend atomic.Int64
 	// answers counts the answers of every backend (Backend.Answered): the
 	// evidence that a silent one is behind.
-	answers atomic.Int64
+	answers answerLog
 	ctx     context.Context // lives until Close; parent of checker goroutines
 	cancel  context.CancelFunc
 
@@ -142,12 +142,17 @@ func New(cfg Config) (*Upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstream{cfg: cfg, policy: p, backends: map[string]*Backend{}}
+	u := &Upstream{cfg: cfg, policy: p, backends: map[string]*Backend{}, answers: answerLog{first: make(chan struct{})}}
 	u.ctx, u.cancel = context.WithCancel(context.Background())
 	u.budget.Size = func() int { return len(u.set.Load().Backends) }
 	u.set.Store(&Set{Pending: cfg.Discovered, picker: p.Picker(nil)})
 	return u, nil
 }
+
+// FirstAnswer is closed when a backend of the upstream first answered
+// (response headers of any status): until then no backend can be told to
+// be behind (Backend.Claim, cold).
+func (u *Upstream) FirstAnswer() <-chan struct{} { return u.answers.first }
 
 // Name is the upstream's name.
 func (u *Upstream) Name() string { return u.cfg.Name }
@@ -159,8 +164,7 @@ func (u *Upstream) Config() Config { return u.cfg }
 func (u *Upstream) Current() *Set { return u.set.Load() }
 
 // InFlight is the number of requests in flight to the current set's
-// backends (retries included): what the retry budget weighs retries
-// against, and the impulse_upstream_in_flight gauge.
+// backends (retries included): the impulse_upstream_in_flight gauge.
 func (u *Upstream) InFlight() int64 {
 	var n int64
 	for _, b := range u.Current().Backends {
@@ -302,6 +306,9 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 			b := &Backend{Spec: s, Source: source, Transport: rt, slowStart: u.slowStart(), res: res, hostPort: s.Addr(), maxFlight: &u.maxPerBackend,
 				requests: new(atomic.Uint64), responses: new(ResponseCounter)}
 			b.answers = &u.answers
+			// A new member is not behind for what its siblings answered
+			// before it joined.
+			b.answersAtLast.Store(u.answers.n.Load())
 			if p := u.cfg.Passive; p != nil {
 				b.unansweredLimit = int64(p.ConsecutiveFailures)
 			}

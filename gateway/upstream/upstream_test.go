@@ -372,8 +372,13 @@ func TestStalledBackendIsSkipped(t *testing.T) {
 	if hole.Stalled() {
 		t.Fatal("stalled before any other backend answered: no evidence yet")
 	}
-	if ok, over := hole.Claim(); !ok || over {
-		t.Fatalf("a fourth claim with no evidence: %v %v", ok, over)
+	if ok, over := hole.Claim(); !ok || over != Cold {
+		t.Fatalf("a fourth claim before any answer: %v %v, want Cold", ok, over)
+	}
+	select {
+	case <-u.FirstAnswer():
+		t.Fatal("FirstAnswer closed before any answer")
+	default:
 	}
 	hole.Unclaim()
 	other.Acquire()
@@ -382,8 +387,9 @@ func TestStalledBackendIsSkipped(t *testing.T) {
 	if !hole.Stalled() {
 		t.Fatal("three requests without an answer while another answered: not stalled")
 	}
-	if ok, over := hole.Claim(); !ok || !over {
-		t.Fatalf("a claim beyond the limit while stalled: %v %v, want an overshoot", ok, over)
+	<-u.FirstAnswer()
+	if ok, over := hole.Claim(); !ok || over != Behind {
+		t.Fatalf("a claim beyond the limit while stalled: %v %v, want Behind", ok, over)
 	}
 	hole.Unclaim()
 	for range 20 {
@@ -413,6 +419,34 @@ func TestStalledBackendIsSkipped(t *testing.T) {
 	}
 	if hole.Stalled() {
 		t.Fatal("stalled while holding no request")
+	}
+	// What it was sent unanswered ended (refused, timed out): once it
+	// holds none, a claim starts from nothing, as for a backend back from
+	// an ejection.
+	for range 5 {
+		hole.Acquire()
+	}
+	for range 5 {
+		hole.Done(health.Neutral, "", 0)
+	}
+	if ok, over := hole.Claim(); !ok || over != Within {
+		t.Fatalf("a claim after its unanswered requests ended: %v %v, want Within", ok, over)
+	}
+	hole.Unclaim()
+	// A member that joins later is not behind for what the others
+	// answered before.
+	u.SetStatic([]Spec{spec("a", 1), spec("b", 1), spec("c", 1)})
+	var late *Backend
+	for _, b := range u.Current().Backends {
+		if b.ID == "c" {
+			late = b
+		}
+	}
+	for range 3 {
+		late.Acquire()
+	}
+	if late.Stalled() {
+		t.Fatal("a new member is behind for answers from before it joined")
 	}
 	off, _ := New(Config{Name: "off"})
 	defer off.Close()

@@ -29,7 +29,8 @@ type loadResult struct {
 	requests int
 	failed   map[int]int // status (-1: no answer) → count
 	ok       []time.Duration
-	maxFail  time.Duration // the slowest failed request
+	maxFail  time.Duration   // the slowest failed request
+	fail     []time.Duration // the failed requests' latencies
 }
 
 // failures is the number of requests that did not get a 2xx.
@@ -42,13 +43,16 @@ func (r loadResult) failures() int {
 }
 
 // p99 is the 99th percentile latency of the successful requests.
-func (r loadResult) p99() time.Duration {
-	if len(r.ok) == 0 {
+func (r loadResult) p99() time.Duration { return percentile(r.ok, 99) }
+
+// percentile is the p-th percentile of ds (0 when empty).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	s := slices.Clone(r.ok)
+	s := slices.Clone(ds)
 	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*99/100)]
+	return s[min(len(s)-1, len(s)*p/100)]
 }
 
 func (r loadResult) String() string {
@@ -114,6 +118,7 @@ func h2loadRun(t *testing.T, url string, clients, requests int) loadResult {
 		}
 		res.failed[status]++
 		res.maxFail = max(res.maxFail, d)
+		res.fail = append(res.fail, d)
 	}
 	if lost := res.requests - logged; lost > 0 {
 		res.failed[-1] += lost // not done: no answer at all
@@ -164,6 +169,8 @@ func h3LoadRun(t *testing.T, url string, clients, requests int) loadResult {
 				} else {
 					res.failed[status]++
 					res.maxFail = max(res.maxFail, d)
+					res.fail = append(res.fail, d)
+					res.fail = append(res.fail, d)
 				}
 				mu.Unlock()
 			}

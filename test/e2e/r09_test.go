@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,13 @@ func TestR09Calibrate(t *testing.T) {
 	}
 	var report strings.Builder
 	only := os.Getenv("IMPULSE_R09_FAULTS") // e.g. "none,refusing": the rows to measure
+	// IMPULSE_R09_BACKENDS=2: the faulty backend and one healthy one (the
+	// issue's first measurement), instead of three.
+	two := os.Getenv("IMPULSE_R09_BACKENDS") == "2"
+	requests := r09Requests
+	if n, err := strconv.Atoi(os.Getenv("IMPULSE_R09_REQUESTS")); err == nil && n > 0 {
+		requests = n
+	}
 	for _, f := range faults {
 		if only != "" && !strings.Contains(","+only+",", ","+f.name+",") {
 			continue
@@ -77,19 +85,22 @@ func TestR09Calibrate(t *testing.T) {
 		for _, proto := range loadProtocols {
 			for _, clients := range r09Clients {
 				a := startR09Backend(t, "ok", "a", 0)
-				b := startR09Backend(t, "ok", "b", 0)
 				c := f.start(t)
-				agent := r09Agent(t, a, b, c)
+				backends := []*r09Backend{a, c}
+				if !two {
+					backends = append(backends, startR09Backend(t, "ok", "b", 0))
+				}
+				agent := r09Agent(t, backends...)
 				start := time.Now()
-				res := runLoad(t, proto, agent.URL("/"), clients, r09Requests)
+				res := runLoad(t, proto, agent.URL("/"), clients, requests)
 				line := fmt.Sprintf("%-10s %s %4d clients: %v (max failure %v) in %v; backends %v", f.name, proto, clients, res,
 					res.maxFail.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), r09States(t, agent))
 				t.Log(line)
 				report.WriteString(line + "\n")
 				agent.Stop()
-				a.kill()
-				b.kill()
-				c.kill()
+				for _, p := range backends {
+					p.kill()
+				}
 			}
 		}
 	}
@@ -173,9 +184,16 @@ func TestR09AnswersOnly503(t *testing.T) {
 // backends' failure (502), never 503 no_healthy_backend.
 func TestR09AllRefusing(t *testing.T) {
 	r09Rows(t, []int{128}, func(t *testing.T, proto string, clients int) {
+		ok := []*r09Backend{startR09Backend(t, "ok", "a", 0), startR09Backend(t, "ok", "b", 0), startR09Backend(t, "ok", "c", 0)}
+		healthy := r09Agent(t, ok...)
+		base := runLoad(t, proto, healthy.URL("/"), clients, r09Requests)
+		healthy.Stop()
+		for _, p := range ok {
+			p.kill()
+		}
 		agent := r09Agent(t, refusingBackend(t, "a"), refusingBackend(t, "b"), refusingBackend(t, "c"))
 		res := runLoad(t, proto, agent.URL("/"), clients, r09Requests)
-		t.Logf("%v, slowest failure %v", res, res.maxFail)
+		t.Logf("%v, failures took %v (median), %v (p99), %v (slowest)", res, percentile(res.fail, 50), percentile(res.fail, 99), res.maxFail)
 		var attempts uint64
 		for _, st := range r09States(t, agent) {
 			attempts += st.Requests
@@ -186,8 +204,15 @@ func TestR09AllRefusing(t *testing.T) {
 		if res.failed[502] != res.requests {
 			t.Errorf("answers %v, want %d × 502 (backend_connect_failed)", res.failed, res.requests)
 		}
-		if res.maxFail > 2*time.Second {
-			t.Errorf("the slowest failure took %v: failures must return at once", res.maxFail)
+		// At once: no failure waits for a timeout (connect is 2 s) or a
+		// back-off, so failures come back as fast as successes do with
+		// healthy backends. Both are measured at the client, which shares 2
+		// cores with 128 connections, the gateway and the race detector.
+		p50, p99 := percentile(res.fail, 50), percentile(res.fail, 99)
+		b50, b99 := percentile(base.ok, 50), base.p99()
+		t.Logf("healthy: %v, median %v", base, b50)
+		if p50 > 2*b50+50*time.Millisecond || p99 > 2*b99+100*time.Millisecond {
+			t.Errorf("failures took %v (median), %v (p99); successes with healthy backends %v, %v: failures must return at once", p50, p99, b50, b99)
 		}
 	})
 }
