@@ -36,7 +36,7 @@ func TestColdBurstPutsAtMostTheLimitOnABlackHole(t *testing.T) {
 	h := newHarnessOver(t, ProtocolH1, uc)
 	var once sync.Once
 	release := func() { once.Do(func() { close(open) }) }
-	t.Cleanup(release) // before the backends close: their handlers wait on it
+	t.Cleanup(release)          // before the backends close: their handlers wait on it
 	h.gw.coldHold = time.Minute // the first answer comes when the test says so
 
 	const burst = 30
