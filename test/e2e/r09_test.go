@@ -74,7 +74,15 @@ func TestR09Calibrate(t *testing.T) {
 	// IMPULSE_R09_BACKENDS=2: the faulty backend and one healthy one (the
 	// issue's first measurement), instead of three.
 	two := os.Getenv("IMPULSE_R09_BACKENDS") == "2"
-	requests := r09Requests
+	requests, clientCounts := r09Requests, r09Clients
+	if v := os.Getenv("IMPULSE_R09_CLIENTS"); v != "" { // e.g. "32,128"
+		clientCounts = nil
+		for _, f := range strings.Split(v, ",") {
+			if n, err := strconv.Atoi(f); err == nil && n > 0 {
+				clientCounts = append(clientCounts, n)
+			}
+		}
+	}
 	if n, err := strconv.Atoi(os.Getenv("IMPULSE_R09_REQUESTS")); err == nil && n > 0 {
 		requests = n
 	}
@@ -83,7 +91,7 @@ func TestR09Calibrate(t *testing.T) {
 			continue
 		}
 		for _, proto := range loadProtocols {
-			for _, clients := range r09Clients {
+			for _, clients := range clientCounts {
 				a := startR09Backend(t, "ok", "a", 0)
 				c := f.start(t)
 				backends := []*r09Backend{a, c}
