@@ -117,12 +117,12 @@ func TestConsulTLSLiveAgent(t *testing.T) {
 	}
 
 	fail := []struct {
-		name string
-		env  map[string]string
+		name   string
+		env    map[string]string
 		addr   string // default a.URL()
 		scheme string
 		tls    TLSConfig
-		want []string // every one
+		want   []string // every one
 	}{
 		{name: "no client certificate", tls: TLSConfig{CAFile: f.CAFile},
 			want: []string{"transport: ", hintClientCert}},
