@@ -14,12 +14,12 @@ import (
 // the consul block's (README "Consul discovery") and the Consul CLI's
 // environment variables.
 const (
-	hintClientCert = "Consul asked for a client certificate and none is configured (its verify_incoming is on): " +
+	hintClientCert = "Consul asked for a client certificate, as it does with verify_incoming on, and none is configured: " +
 		"set consul.tls cert_file and key_file, or CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY"
 	hintUnknownCA = "Consul's certificate is not signed by a trusted CA: consul.tls ca_file, or CONSUL_CACERT, " +
-		"must hold the CA that signed it (the system roots are used when neither is set)"
-	hintHostname = "Consul's certificate does not name the address dialled: set consul.tls server_name " +
-		"(or CONSUL_TLS_SERVER_NAME) to a name it holds, such as server.<datacenter>.consul"
+		"must hold the CA that signed it; without either the system roots are used"
+	hintHostname = "Consul's certificate does not name the address dialled: set consul.tls server_name, " +
+		"or CONSUL_TLS_SERVER_NAME, to a name it holds, such as server.<datacenter>.consul"
 	hintHTTPToHTTPS = "this is an HTTPS port: use an https:// address, scheme = \"https\" or CONSUL_HTTP_SSL=true"
 	hintHTTPSToHTTP = "this port does not speak TLS: use an http:// address, or Consul's HTTPS port"
 )
