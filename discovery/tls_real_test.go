@@ -5,9 +5,14 @@ package discovery
 // create` and `consul tls cert create`.
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,5 +166,34 @@ func TestConsulTLSLiveAgent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClientCertHintOnlyForAClosedConnection: once Consul has asked for a
+// client certificate the configuration lacks, the hint names it for the
+// failures a refusal produces (alert, broken pipe, reset, EOF), never for
+// a connection refused or a timeout (an agent restarting).
+func TestClientCertHintOnlyForAClosedConnection(t *testing.T) {
+	c := &Client{}
+	c.certAsked.Store(true)
+	for _, tc := range []struct {
+		err  error
+		hint bool
+	}{
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{fmt.Errorf("Get %q: %w", "https://c/v1/x", io.EOF), true},
+		{errors.New("remote error: tls: certificate required"), true},
+		{errors.New("http2: client conn could not be established"), true},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false},
+		{errors.New("dial tcp: lookup consul.invalid: no such host"), false},
+	} {
+		got := c.hint(&queryError{reason: reasonTransport, err: tc.err})
+		if (got == hintClientCert) != tc.hint {
+			t.Errorf("%v: hint %q, want the client-certificate hint: %v", tc.err, got, tc.hint)
+		}
+	}
+	if got := (&Client{}).hint(&queryError{reason: reasonTransport, err: io.EOF}); got != "" {
+		t.Errorf("without a certificate request: hint %q", got)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
+	"syscall"
 )
 
 // Hints added to a failed query's error (and so to the watch status, the
@@ -28,9 +30,10 @@ const (
 // asked for a client certificate while tc has none to give; it still sends
 // none, as Go's TLS client does without the callback. Consul asks only
 // with verify_incoming on, and then closes the connection after the
-// handshake (TLS 1.3), which the HTTP client reports as a broken pipe, an
-// EOF or "http2: client conn could not be established": the record lets
-// hint name the cause.
+// handshake (TLS 1.3), which the HTTP client reports as a TLS alert, a
+// broken pipe, an EOF or "http2: client conn could not be established":
+// the record lets hint name the cause of such a failure (and not of a
+// refused connection or a timeout, say while the agent restarts).
 func (c *Client) watchCertRequests(tc *tls.Config) {
 	if tc == nil || len(tc.Certificates) != 0 || tc.GetClientCertificate != nil {
 		return
@@ -60,8 +63,27 @@ func (c *Client) hint(qe *queryError) string {
 		return hintHostname
 	case errors.As(qe.err, &recordErr), strings.Contains(qe.err.Error(), "server gave HTTP response to HTTPS client"):
 		return hintHTTPSToHTTP
-	case c.certAsked.Load() && (qe.reason == reasonTransport || qe.reason == reasonTimeout):
+	case c.certAsked.Load() && qe.reason == reasonTransport && closedByPeer(qe.err):
 		return hintClientCert
 	}
 	return ""
+}
+
+// closedByPeer reports whether err is the server ending the connection
+// (a TLS alert, a reset, a broken pipe, an EOF) rather than not answering
+// (connection refused, a timeout, a failed lookup): what a refused client
+// certificate looks like once the TLS 1.3 handshake has completed.
+func closedByPeer(err error) bool {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	s := err.Error()
+	for _, m := range []string{"remote error: tls: ", "broken pipe", "connection reset by peer", "EOF",
+		"http2: client conn could not be established"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
