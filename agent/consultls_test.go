@@ -106,13 +106,15 @@ func TestConsulTLSLive(t *testing.T) {
 	for _, tc := range []struct {
 		name, consul string
 		want         []string
+		log          string // also in the log at startup
 	}{
 		{name: "another CA", consul: block(consul.URL(), fmt.Sprintf("    ca_file = %q\n    cert_file = %q\n    key_file = %q\n", other, f.ClientCert, f.ClientKey)),
 			want: []string{"x509: certificate signed by unknown authority", "consul.tls ca_file, or CONSUL_CACERT, must hold the CA that signed it"}},
 		{name: "no client certificate", consul: block(consul.URL(), fmt.Sprintf("    ca_file = %q\n", f.CAFile)),
 			want: []string{"Consul asked for a client certificate, as it does with verify_incoming on, and none is configured", "set consul.tls cert_file and key_file, or CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY"}},
 		{name: "http to the https port", consul: block(consul.Addr(), files),
-			want: []string{"status 400", "Client sent an HTTP request to an HTTPS server", "use an https:// address"}},
+			want: []string{"status 400", "Client sent an HTTP request to an HTTPS server", "use an https:// address"},
+			log:  `TLS not used: consul scheme: \"http\", so the consul tls settings are not used`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			unsetConsulEnv(t)
@@ -137,6 +139,9 @@ func TestConsulTLSLive(t *testing.T) {
 				if logs := r.logs.String(); !strings.Contains(logs, w) && !strings.HasPrefix(w, "consul service") && !strings.HasPrefix(w, "status ") {
 					t.Errorf("the log does not say %q:\n%s", w, logs)
 				}
+			}
+			if logs := r.logs.String(); tc.log != "" && !strings.Contains(logs, tc.log) {
+				t.Errorf("the log does not say %q:\n%s", tc.log, logs)
 			}
 		})
 	}
