@@ -42,7 +42,8 @@ func TestDependencyDirection(t *testing.T) {
 }
 
 // TestTestOnlyPackages: the test-support packages (backend doubles,
-// throw-away certificates) are imported from _test.go files only, so
+// throw-away certificates, the lookup of test tools) are imported from
+// _test.go files only, so
 // none of them is linked into the binary.
 func TestTestOnlyPackages(t *testing.T) {
 	const mod = "github.com/impulse-agent/impulse-agent/"
@@ -51,7 +52,7 @@ func TestTestOnlyPackages(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, p := range []string{"internal/testbackend", "internal/testpki"} {
+		for _, p := range []string{"internal/testbackend", "internal/testpki", "internal/testtool"} {
 			if dep == mod+p {
 				t.Errorf("the binary links %s, a test-only package", dep)
 			}

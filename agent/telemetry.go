@@ -30,22 +30,30 @@ const metricsPrefix = "impulse"
 type telemetry struct {
 	metrics *metrics.Metrics
 	handler http.Handler // Prometheus text on /metrics
-	// dogstatsd is the DogStatsD sink, nil when off: close flushes it.
+	// statsd and dogstatsd are the statsd and DogStatsD sinks, nil when
+	// off: close flushes them.
+	statsd    *statsdSink
 	dogstatsd *dogStatsdSink
 }
 
-// close flushes the DogStatsD sink and stops its goroutines; metrics
-// emitted later are dropped. The Prometheus endpoint keeps its values and
-// the statsd sink stays open: go-metrics' StatsdSink panics on a metric
-// after Shutdown. Safe on nil and twice.
+// close flushes the statsd and DogStatsD sinks and stops their goroutines;
+// metrics emitted later are dropped. The Prometheus endpoint keeps its
+// values. Safe on nil and twice.
 func (t *telemetry) close() {
-	if t != nil && t.dogstatsd != nil {
+	if t == nil {
+		return
+	}
+	if t.statsd != nil {
+		t.statsd.Shutdown()
+	}
+	if t.dogstatsd != nil {
 		t.dogstatsd.Shutdown()
 	}
 }
 
 // newTelemetry builds go-metrics with a Prometheus sink on a private registry,
-// plus a statsd and a DogStatsD sink (dogstatsd.go) when configured. Metric
+// plus a statsd (statsd.go) and a DogStatsD sink (dogstatsd.go) when
+// configured. Metric
 // definitions come from the packages that emit them, prefixed here.
 func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	reg := prometheus.NewRegistry()
@@ -87,11 +95,8 @@ func newTelemetry(t hcl.Telemetry) (*telemetry, error) {
 	cfg.TimerGranularity = time.Millisecond
 	sinks := metrics.FanoutSink{prom}
 	if t.StatsdAddress != "" {
-		s, err := metrics.NewStatsdSink(t.StatsdAddress)
-		if err != nil {
-			return nil, fmt.Errorf("agent: statsd sink: %w", err)
-		}
-		sinks = append(sinks, s)
+		tel.statsd = newStatsdSink(t.StatsdAddress, statsdFlushInterval) // statsd.go
+		sinks = append(sinks, tel.statsd)
 	}
 	if t.DogstatsdAddress != "" {
 		host := cfg.HostName

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -165,6 +166,9 @@ type Client struct {
 	api     *api.Client
 	http    *http.Client // used by api; Timeout = RequestTimeout(Wait)
 	metrics sink
+	// certAsked: a Consul server asked for a client certificate that the
+	// configuration does not have (watchCertRequests).
+	certAsked atomic.Bool
 
 	mu      sync.Mutex
 	watches map[*watchState]struct{}
@@ -217,13 +221,15 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: consul client: %w", err)
 	}
-	return &Client{
+	cl := &Client{
 		cfg:     cfg,
 		api:     c,
 		http:    hc,
 		metrics: sink{cfg.Metrics},
 		watches: make(map[*watchState]struct{}),
-	}, nil
+	}
+	cl.watchCertRequests(transport.TLSClientConfig)
+	return cl, nil
 }
 
 // Close releases idle connections to Consul. It does not stop watches: cancel

@@ -27,13 +27,18 @@ type queryError struct {
 	status   int    // HTTP status, 0 when none
 	reason   string // metric label, see the reason constants
 	err      error
+	hint     string // what to change, for a TLS or scheme mismatch (Client.hint); "" when none
 }
 
 func (e *queryError) Error() string {
+	s := fmt.Sprintf("discovery: GET %s: %s: %v", e.endpoint, e.reason, e.err)
 	if e.status != 0 {
-		return fmt.Sprintf("discovery: GET %s: status %d: %v", e.endpoint, e.status, e.err)
+		s = fmt.Sprintf("discovery: GET %s: status %d: %v", e.endpoint, e.status, e.err)
 	}
-	return fmt.Sprintf("discovery: GET %s: %s: %v", e.endpoint, e.reason, e.err)
+	if e.hint != "" {
+		s += " (" + e.hint + ")"
+	}
+	return s
 }
 
 func (e *queryError) Unwrap() error { return e.err }

@@ -156,9 +156,13 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 			if !errors.As(err, &qe) {
 				qe = classify(endpoint, err)
 			}
-			log.Warn("consul query failed; keeping the last known "+spec.noun,
-				"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
-				"error", qe.err, "attempt", attempt, "retry_in", retryIn)
+			qe.hint = c.hint(qe)
+			args := []any{"endpoint", qe.endpoint, "status", qe.status, "reason", qe.reason,
+				"error", qe.err, "attempt", attempt, "retry_in", retryIn}
+			if qe.hint != "" {
+				args = append(args, "hint", qe.hint)
+			}
+			log.Warn("consul query failed; keeping the last known "+spec.noun, args...)
 			failures = attempt
 			c.metrics.queryError(spec.label, qe.reason)
 			w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })

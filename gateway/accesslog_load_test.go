@@ -19,6 +19,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
+	"github.com/impulse-agent/impulse-agent/internal/testtool"
 )
 
 // applyKeepingListener applies cfg to h's gateway with the harness's own
@@ -239,7 +240,7 @@ func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		if os.Getenv("CI") == "" && os.Geteuid() != 0 {
+		if !testtool.CI() && os.Geteuid() != 0 {
 			t.Skipf("mounting a tmpfs needs root: %v", err)
 		}
 		t.Fatalf("mount -t tmpfs -o size=%s tmpfs %s: %v", size, dir, err)

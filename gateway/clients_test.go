@@ -11,20 +11,14 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
+	"github.com/impulse-agent/impulse-agent/internal/testtool"
 )
 
 // tool is the path of a test client installed by scripts/deps.sh; CI
-// never skips it.
+// never skips it (testtool.Need).
 func tool(t *testing.T, name, pkg string) string {
 	t.Helper()
-	bin, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (Debian %s) not installed: run scripts/deps.sh", name, pkg)
-		}
-		t.Skipf("%s (Debian %s) not installed: run scripts/deps.sh", name, pkg)
-	}
-	return bin
+	return testtool.Need(t, name, pkg)
 }
 
 // run runs a client for at most 60 s and returns its combined output.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -151,14 +150,8 @@ var (
 // to the harness and parses what it printed.
 func strictClient(t *testing.T, h *harness, method, path string) strictResult {
 	t.Helper()
-	bin, err := exec.LookPath("gtlsclient")
-	if err != nil {
-		// `make test` installs it (scripts/deps.sh); CI never skips the strict client.
-		if os.Getenv("CI") != "" {
-			t.Fatal("gtlsclient (Debian ngtcp2-client) not installed: run scripts/deps.sh")
-		}
-		t.Skip("gtlsclient (Debian ngtcp2-client) not installed: run scripts/deps.sh")
-	}
+	// `make test` installs it (scripts/deps.sh); CI never skips the strict client.
+	bin := tool(t, "gtlsclient", "ngtcp2-client")
 	host, port, _ := net.SplitHostPort(h.gw.Addrs()["test"].String())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
-	"github.com/quic-go/quic-go"
-	"github.com/quic-go/quic-go/http3"
 )
 
 func TestEarlyDataAction(t *testing.T) {
@@ -187,13 +188,7 @@ func TestI03EarlyData(t *testing.T) {
 	})
 
 	t.Run("gtlsclient", func(t *testing.T) {
-		bin, err := exec.LookPath("gtlsclient")
-		if err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal("gtlsclient (Debian ngtcp2-client) not installed: run scripts/deps.sh")
-			}
-			t.Skip("gtlsclient (Debian ngtcp2-client) not installed: run scripts/deps.sh")
-		}
+		bin := tool(t, "gtlsclient", "ngtcp2-client")
 		be := &earlyBackend{}
 		h := startHarness(t, ListenerConfig{EarlyData: true}, ProtocolH3, staticUpstream("u", "/", testbackend.NewH1(t, be)))
 		dir := t.TempDir()

@@ -331,6 +331,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.obs.Access.Close(accessLogFlushWait) // every request has been recorded
 	g.stopSampling()
 	g.sampling.Wait()
+	// The counts of the last second (the drain's) reach go-metrics' sinks,
+	// which the agent flushes after Shutdown (statsd, DogStatsD).
+	g.FlushMetrics()
 	g.workers.close()
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/balance"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
@@ -276,10 +277,55 @@ func TestR04RetryStormIsBounded(t *testing.T) {
 	}
 }
 
+// pickHeader is the request header a consistent_hash upstream of the tests
+// is keyed on, so that a test decides which backend a request goes to.
+const pickHeader = "X-Pick"
+
+// keyCandidate is a backend as balance sees it: a key, weight 1 (the
+// weight of the tests' static backends), eligible.
+type keyCandidate string
+
+func (k keyCandidate) Key() string        { return string(k) }
+func (keyCandidate) Weight() int          { return 1 }
+func (keyCandidate) InFlight() int64      { return 0 }
+func (keyCandidate) Eligible() bool       { return true }
+func (keyCandidate) LatencyEWMA() float64 { return 0 }
+
+var _ balance.Candidate = keyCandidate("")
+
+// pickValue returns a value of pickHeader that consistent_hash over
+// backends with the given IDs (all eligible, weight 1) maps to want: its
+// Maglev table depends only on the keys (the IDs) and weights, so the
+// gateway maps the value the same way.
+func pickValue(t *testing.T, ids []string, want string) string {
+	t.Helper()
+	p, err := balance.New(balance.ConsistentHash, balance.Options{HashOn: "header:" + pickHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := make([]balance.Candidate, len(ids))
+	for i, id := range ids {
+		c[i] = keyCandidate(id)
+	}
+	picker := p.Picker(c)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	for i := range 1000 {
+		v := "k" + strconv.Itoa(i)
+		r.Header.Set(pickHeader, v)
+		if ids[picker.Pick(r, balance.Skip{})] == want {
+			return v
+		}
+	}
+	t.Fatalf("no key of 1000 maps to %s", want)
+	return ""
+}
+
 // TestPerTryTimeout: per_try_timeout bounds each try's wait for response
-// headers: a GET to a backend that never answers is tried again on the
-// other after it (on = ["reset"]) and answered by it well before the
-// response_header timeout; without a try left, the answer is 504.
+// headers. The requests go first to the backend that never answers (a
+// consistent_hash key chosen for it): a GET is tried again on the other
+// after the 200 ms try (on = ["reset"]) and answered by it well before the
+// response_header timeout; a POST is not retried (it may have run) and is
+// answered 504 after its one try.
 func TestPerTryTimeout(t *testing.T) {
 	forEachProtocol(t, func(t *testing.T, ingress string) {
 		for _, scheme := range []string{"http", "https"} {
@@ -292,26 +338,44 @@ func TestPerTryTimeout(t *testing.T) {
 				} else {
 					s1, s2 = testbackend.NewH1(t, stall), testbackend.NewH1(t, testbackend.OK(fast))
 				}
-				uc := staticUpstream("u", "/", s1, s2)
-				uc.Static[0].Weight, uc.Static[1].Weight = 1000, 1
+				uc := staticUpstream("u", "/", s1, s2) // IDs "0" (stall) and "1"
+				uc.LoadBalancing, uc.HashOn = balance.ConsistentHash, "header:"+pickHeader
 				uc.ResponseHeaderTimeout = 10 * time.Second
 				uc.Retry = retryOn(2, retry.ConnectFailure, retry.Reset)
 				uc.Retry.PerTryTimeout = 200 * time.Millisecond
 				h := newHarnessOver(t, ingress, uc)
-				start := time.Now()
-				code, body := sendOne(t, h, "GET", "/pt", "1", 0)
-				d := time.Since(start)
-				if stall.Total.Load() == 0 {
-					t.Skip("round robin started with the fast backend")
+				key := pickValue(t, []string{"0", "1"}, "0")
+				send := func(method, id string, bodyLen int) (int, string, time.Duration) {
+					var rd io.Reader
+					if bodyLen > 0 {
+						rd = bytes.NewReader(bytes.Repeat([]byte("b"), bodyLen))
+					}
+					req, _ := http.NewRequest(method, h.base+"/pt", rd)
+					req.Header.Set("X-Request-Id", id)
+					req.Header.Set(pickHeader, key)
+					start := time.Now()
+					resp, err := h.client.Do(req)
+					if err != nil {
+						t.Fatalf("%s: %v", method, err)
+					}
+					defer resp.Body.Close()
+					b, _ := io.ReadAll(resp.Body)
+					return resp.StatusCode, string(b), time.Since(start)
+				}
+
+				code, body, d := send("GET", "1", 0)
+				if stall.Total.Load() != 1 || fast.Of("GET 1") != 1 {
+					t.Fatalf("GET: the stalled backend got %d requests, the other %d; want 1 each (first try, retry)", stall.Total.Load(), fast.Of("GET 1"))
 				}
 				if code != 200 || body != "ok" || d > 2*time.Second || d < 200*time.Millisecond {
 					t.Fatalf("GET: %d %q after %v, want the other backend's 200 after the 200ms try", code, body, d)
 				}
-				// A POST is not retried: 504 once its one try timed out.
-				start = time.Now()
-				code, _ = sendOne(t, h, "POST", "/pt", "2", 8)
-				if fast.Of("POST 2") == 0 && (code != 504 || time.Since(start) > 2*time.Second) {
-					t.Fatalf("POST: %d after %v, want 504 after about 200ms", code, time.Since(start))
+				code, _, d = send("POST", "2", 8)
+				if stall.Total.Load() != 2 || fast.Total.Load() != 1 {
+					t.Fatalf("POST: the stalled backend got %d requests in all, the other %d; want 2 and 1 (the GET's retry)", stall.Total.Load(), fast.Total.Load())
+				}
+				if code != 504 || d < 200*time.Millisecond || d > 2*time.Second {
+					t.Fatalf("POST: %d after %v, want 504 after about 200ms", code, d)
 				}
 			})
 		}

@@ -126,6 +126,12 @@ func buildConsul(b blk, r *rawConsul, lookupEnv func(string) (string, bool)) *Co
 
 	if r.TLS != nil {
 		c.TLS = buildClientTLS(b, r.TLS)
+		t := c.TLS
+		if c.Scheme == "http" && (t.CAFile != "" || t.CertFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
+			// At the tls block, which is what has no effect.
+			b.child("tls", r.TLS.DefRange).add(hcl2.DiagWarning, b.child("tls", r.TLS.DefRange).subject(nil), "TLS not used",
+				b.field("scheme")+`: "http", so the consul tls settings are not used; write address = "https://...", scheme = "https", or set CONSUL_HTTP_SSL=true.`)
+		}
 	}
 	if g := r.Register; g != nil {
 		rb := b.child("register", g.DefRange)

@@ -325,6 +325,42 @@ func TestConsulEnvironment(t *testing.T) {
 	}
 }
 
+// TestConsulTLSWithoutHTTPS: a consul tls block that sets something while
+// the scheme is http (no https:// address, scheme or CONSUL_HTTP_SSL) would
+// be silently unused: a warning at the block says how to turn HTTPS on. An
+// https scheme from any source, or an empty block, draws none.
+func TestConsulTLSWithoutHTTPS(t *testing.T) {
+	const warn = `c.hcl:3:3: warning: TLS not used: consul scheme: "http", so the consul tls settings are not used; write address = "https://...", scheme = "https", or set CONSUL_HTTP_SSL=true.`
+	for _, tt := range []struct {
+		name, body string
+		env        map[string]string
+		warned     bool
+	}{
+		{name: "host:port", body: `address = "127.0.0.1:8501"`, warned: true},
+		{name: "http prefix", body: `address = "http://127.0.0.1:8501"`, warned: true},
+		{name: "https prefix", body: `address = "https://127.0.0.1:8501"`},
+		{name: "scheme", body: `scheme = "https"`},
+		{name: "CONSUL_HTTP_SSL", body: `address = "127.0.0.1:8501"`, env: map[string]string{EnvConsulSSL: "true"}},
+		{name: "CONSUL_HTTP_ADDR", body: `wait = "5m"`, env: map[string]string{EnvConsulAddr: "https://127.0.0.1:8501"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := NewLoader()
+			l.LookupEnv = func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			src := "consul {\n  " + tt.body + "\n  tls {\n    ca_file = \"testdata/certs/ca.pem\"\n  }\n}\n" + testListener
+			_, diags := l.Parse("c.hcl", []byte(src))
+			if diags.HasErrors() {
+				t.Fatal(linesOf(diags))
+			}
+			if got := linesOf(diags); strings.Contains(got, warn) != tt.warned {
+				t.Errorf("diagnostics %q; want the warning: %v", got, tt.warned)
+			}
+		})
+	}
+	if _, diags := NewLoader().Parse("c.hcl", []byte("consul {\n  tls {}\n}\n"+testListener)); len(diags) != 0 {
+		t.Errorf("an empty tls block: %q", linesOf(diags))
+	}
+}
+
 func TestImplicitConsul(t *testing.T) {
 	cfg := mustParse(t, testListener+`
 upstream "web" {

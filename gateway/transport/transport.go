@@ -123,7 +123,8 @@ func New(o Options) (RoundTripper, error) {
 				if err != nil {
 					return nil, &DialError{Err: err}
 				}
-				c := tls.Client(raw, cfg)
+				asked := false // the server asked for a client certificate (clientcert.go)
+				c := tls.Client(raw, withCertRequestWatch(cfg, &asked))
 				if err := c.HandshakeContext(ctx); err != nil {
 					raw.Close()
 					return nil, &DialError{Err: err, TLS: true}
@@ -131,6 +132,9 @@ func New(o Options) (RoundTripper, error) {
 				if p := c.ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
 					c.Close()
 					return nil, &DialError{Err: fmt.Errorf("backend %s did not negotiate HTTP/2 (ALPN %q)", addr, p), TLS: true}
+				}
+				if asked && c.ConnectionState().Version >= tls.VersionTLS13 {
+					return newRefusalConn(c), nil
 				}
 				return c, nil
 			},

@@ -42,7 +42,7 @@ func (a *Agent) CreateToken(t testing.TB, name, rules string) string {
 // RevokeToken deletes the token whose secret is given.
 func (a *Agent) RevokeToken(t testing.TB, secret string) {
 	t.Helper()
-	self, err := api.NewClient(&api.Config{Address: a.Addr(), Token: secret})
+	self, err := api.NewClient(a.apiConfig(secret))
 	if err != nil {
 		t.Fatal(err)
 	}

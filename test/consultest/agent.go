@@ -10,6 +10,11 @@
 //	a := consultest.Start(t)
 //	a.RegisterTTL(t, "web-1", "web", "127.0.0.1", 8080, nil, nil)
 //
+// With TLS (HTTPS only, client certificates required; see [WithTLS]):
+//
+//	a := consultest.Start(t, consultest.WithTLS())
+//	f := a.TLS() // f.CAFile, f.ClientCert, f.ClientKey for the client under test
+//
 // One agent for the whole package, shared by tests that use distinct service
 // names (tests that stop, restart or reconfigure Consul start their own):
 //
@@ -47,13 +52,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/hashicorp/go-cleanhttp"
 )
 
 const (
 	startTimeout   = 60 * time.Second // leader election normally takes ~1-3 s
 	portAttempts   = 5                // fresh port sets tried when a port was taken
 	logTailOnError = 64 << 10         // bytes of the agent log printed on failure
+	httpTimeout    = time.Second      // of one leader poll
 )
 
 // Option configures [Start] and [StartMain].
@@ -62,6 +67,7 @@ type Option func(*options)
 type options struct {
 	config string
 	token  string
+	tls    bool
 }
 
 // WithConfig adds an HCL configuration file to the agent, e.g. to enable ACLs:
@@ -76,6 +82,8 @@ func WithToken(token string) Option { return func(o *options) { o.token = token 
 // Agent is a running (or stopped) Consul dev agent on fixed loopback ports.
 type Agent struct {
 	bin, dir, logPath, cfgPath, node, token string
+	tlsCfgPath                              string    // WithTLS: the tls and ports configuration
+	tls                                     *TLSFiles // nil without WithTLS
 	ports                                   ports
 	tb                                      testing.TB // nil for StartMain agents
 	client                                  *api.Client
@@ -141,9 +149,21 @@ func start(dir string, opts []Option) (*Agent, error) {
 			return nil, fmt.Errorf("consultest: %w", err)
 		}
 	}
+	if o.tls {
+		if a.tls, err = makePKI(bin, dir); err != nil {
+			return nil, err
+		}
+		a.tlsCfgPath = filepath.Join(dir, "tls.hcl")
+	}
 	for attempt := 1; ; attempt++ {
 		if a.ports, err = pickPorts(); err != nil {
 			return nil, err
+		}
+		if a.tls != nil {
+			// The HTTPS port is the one picked for HTTP, which is off.
+			if err := os.WriteFile(a.tlsCfgPath, []byte(tlsConfigHCL(a.tls, a.ports.http)), 0o600); err != nil {
+				return nil, fmt.Errorf("consultest: %w", err)
+			}
 		}
 		a.node = "consultest-" + strconv.Itoa(a.ports.http)
 		err = a.launch()
@@ -154,11 +174,7 @@ func start(dir string, opts []Option) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w\n--- consul log %s (tail):\n%s", err, a.logPath, a.logTail())
 	}
-	a.client, err = api.NewClient(&api.Config{
-		Address:   a.Addr(),
-		Token:     a.token,
-		Transport: cleanhttp.DefaultTransport(), // no keep-alive: no idle goroutines left behind
-	})
+	a.client, err = api.NewClient(a.apiConfig(a.token))
 	if err != nil {
 		a.Stop()
 		return nil, fmt.Errorf("consultest: client: %w", err)
@@ -200,9 +216,15 @@ func (a *Agent) launch() error {
 	}
 	defer logf.Close() // the child has its own descriptor
 	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1", "-node", a.node,
-		"-http-port", strconv.Itoa(a.ports.http), "-server-port", strconv.Itoa(a.ports.server),
+		"-server-port", strconv.Itoa(a.ports.server),
 		"-serf-lan-port", strconv.Itoa(a.ports.serfLAN), "-serf-wan-port", strconv.Itoa(a.ports.serfWAN),
-		"-grpc-port", "-1", "-grpc-tls-port", "-1", "-dns-port", "-1", "-https-port", "-1"}
+		"-grpc-port", "-1", "-grpc-tls-port", "-1", "-dns-port", "-1"}
+	if a.tls != nil {
+		// Flags win over files: the HTTPS port is set in tls.hcl only.
+		args = append(args, "-http-port", "-1", "-config-file", a.tlsCfgPath)
+	} else {
+		args = append(args, "-http-port", strconv.Itoa(a.ports.http), "-https-port", "-1")
+	}
 	if a.cfgPath != "" {
 		args = append(args, "-config-file", a.cfgPath)
 	}
@@ -234,14 +256,18 @@ func (a *Agent) launch() error {
 // (not another test's agent that won a port race for the HTTP port), the
 // process exits or startTimeout passes.
 func (a *Agent) waitLeader(exited <-chan struct{}) error {
-	hc := &http.Client{Timeout: time.Second, Transport: cleanhttp.DefaultTransport()}
+	hc, err := a.httpClient()
+	if err != nil {
+		return err
+	}
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(startTimeout)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		// A dev agent leads its own one-node cluster: the leader is our server
 		// port, which also proves the HTTP port answering is ours.
-		if leader(hc, a.Addr()) == net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.server)) {
+		if leader(hc, a.URL()) == net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.server)) {
 			return nil
 		}
 		select {
@@ -255,8 +281,8 @@ func (a *Agent) waitLeader(exited <-chan struct{}) error {
 	}
 }
 
-func leader(hc *http.Client, addr string) string {
-	resp, err := hc.Get("http://" + addr + "/v1/status/leader")
+func leader(hc *http.Client, base string) string {
+	resp, err := hc.Get(base + "/v1/status/leader")
 	if err != nil {
 		return ""
 	}
@@ -324,7 +350,8 @@ func freePorts() (ports, error) {
 	return p, nil
 }
 
-// Addr returns host:port of the HTTP API.
+// Addr returns host:port of the HTTP API (its HTTPS port for an agent
+// started [WithTLS]).
 func (a *Agent) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.http)) }
 
 // Node returns the agent's node name.

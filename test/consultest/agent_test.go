@@ -1,8 +1,12 @@
 package consultest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,4 +210,52 @@ func TestAgentDiesWithCrashedTest(t *testing.T) {
 		}
 		return err != nil
 	})
+}
+
+// TestAgentWithTLS: WithTLS serves the API over HTTPS only and requires a
+// client certificate: the harness's own client (CA and client certificate)
+// works, plain HTTP on the port is refused, and so are a client without a
+// certificate and one that does not trust the agent's CA.
+func TestAgentWithTLS(t *testing.T) {
+	a := Start(t, WithTLS())
+	if !strings.HasPrefix(a.URL(), "https://") || a.TLS() == nil {
+		t.Fatalf("URL %s, TLS %+v", a.URL(), a.TLS())
+	}
+	a.RegisterTTL(t, "tls-1", "tls-web", "10.0.0.3", 443, nil, nil)
+	waitFor(t, "tls-1 in the catalog", func() bool { _, ok := healthOf(t, a, "tls-web"); return ok })
+
+	get := func(tc *tls.Config, url string) (int, string, error) {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
+		resp, err := c.Get(url)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	caPEM, err := os.ReadFile(a.TLS().CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	if code, body, err := get(nil, "http://"+a.Addr()+"/v1/status/leader"); err != nil || code != http.StatusBadRequest ||
+		!strings.Contains(body, "HTTP request to an HTTPS server") {
+		t.Errorf("plain HTTP: %d %q %v, want Consul's 400", code, body, err)
+	}
+	if _, _, err := get(&tls.Config{RootCAs: pool}, a.URL()+"/v1/status/leader"); err == nil {
+		t.Error("a client without a certificate was served (verify_incoming is off)")
+	}
+	cert, err := tls.LoadX509KeyPair(a.TLS().ClientCert, a.TLS().ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := get(&tls.Config{Certificates: []tls.Certificate{cert}}, a.URL()+"/v1/status/leader"); err == nil ||
+		!strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Errorf("a client without the CA: %v, want an unknown-authority error", err)
+	}
+	if code, body, err := get(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}, a.URL()+"/v1/status/leader"); err != nil || code != 200 {
+		t.Errorf("CA and client certificate: %d %q %v", code, body, err)
+	}
 }

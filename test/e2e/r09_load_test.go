@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/internal/testtool"
 )
 
 // loadResult is what a bounded load run saw: requests sent, the answers
@@ -129,14 +131,7 @@ func h2loadRun(t *testing.T, url string, clients, requests int) loadResult {
 // h2loadBin is h2load (Debian nghttp2-client, installed by scripts/deps.sh).
 func h2loadBin(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("h2load")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("h2load (Debian nghttp2-client) not installed: run scripts/deps.sh")
-		}
-		t.Skip("h2load (Debian nghttp2-client) not installed: run scripts/deps.sh")
-	}
-	return bin
+	return testtool.Need(t, "h2load", "nghttp2-client")
 }
 
 // h3LoadRun sends requests GETs over HTTP/3 from clients goroutines, each

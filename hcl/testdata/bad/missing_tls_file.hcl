@@ -7,6 +7,7 @@ listener "public" {
 }
 
 consul {
+  scheme = "https"
   tls {
     ca_file = "testdata/certs/missing-ca.pem"
   }

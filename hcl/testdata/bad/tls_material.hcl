@@ -24,6 +24,7 @@ listener "swapped" {
 }
 
 consul {
+  scheme = "https"
   tls {
     ca_file = "testdata/certs/notpem.txt"
   }
