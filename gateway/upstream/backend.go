@@ -135,6 +135,9 @@ func (b *Backend) Done(o health.Outcome, reason string, d time.Duration) {
 	if o != health.Neutral {
 		b.observeLatency(d)
 	}
+	if o == health.Failure {
+		b.failed()
+	}
 	if b.inFlight.Add(-1) == 0 {
 		b.idle()
 		if b.removed.Load() {

@@ -17,19 +17,26 @@ import "sync/atomic"
 // backends that keep up.
 
 // answerLog counts the answers of an upstream's backends (the evidence
-// that a silent one is behind); first is closed at the first of them.
+// that a silent one is behind); first is closed at the first outcome of a
+// request to any of them, an answer or a failure: from then on the
+// upstream is not cold (Claim).
 type answerLog struct {
-	n     atomic.Int64
-	first chan struct{}
+	n       atomic.Int64
+	settled atomic.Bool
+	first   chan struct{}
 }
 
 // add counts an answer and returns the count.
 func (l *answerLog) add() int64 {
-	n := l.n.Add(1)
-	if n == 1 {
+	l.settle()
+	return l.n.Add(1)
+}
+
+// settle notes that a request to the upstream had an outcome.
+func (l *answerLog) settle() {
+	if !l.settled.Load() && l.settled.CompareAndSwap(false, true) {
 		close(l.first)
 	}
-	return n
 }
 
 // Over is what Claim found beyond the per-backend limit.
@@ -43,9 +50,10 @@ const (
 	// its last answer while its siblings answered since: another backend
 	// should take the request.
 	Behind
-	// Cold: the backend holds more than the limit and no backend of the
-	// upstream has answered yet, so none can be told to be behind: the
-	// request may wait for the first answer (Upstream.FirstAnswer).
+	// Cold: the backend holds more than the limit and no request to the
+	// upstream has had an outcome yet (an answer, or a failure), so none
+	// can be told to be behind: the request may wait for the first one
+	// (Upstream.FirstAnswer).
 	Cold
 )
 
@@ -63,10 +71,10 @@ func (b *Backend) Claim() (ok bool, over Over) {
 	if b.unansweredLimit == 0 || b.unanswered.Load() <= b.unansweredLimit {
 		return true, Within
 	}
-	switch n := b.answers.n.Load(); {
-	case n > b.answersAtLast.Load():
+	switch {
+	case b.answers.n.Load() > b.answersAtLast.Load():
 		return true, Behind
-	case n == 0:
+	case !b.answers.settled.Load():
 		return true, Cold
 	}
 	return true, Within
@@ -97,6 +105,17 @@ func (b *Backend) Answered() {
 	b.answersAtLast.Store(b.answers.add())
 	if b.unanswered.Load() != 0 {
 		b.unanswered.Store(0)
+	}
+}
+
+// failed notes a request that ended in failure: the upstream is not cold
+// any more (a backend that refuses at once is not silent). The failed
+// request stays in the unanswered count until the backend answers or
+// holds none (idle): a black hole whose stuck requests time out one by
+// one must stay behind until the last of them has failed and ejected it.
+func (b *Backend) failed() {
+	if b.unansweredLimit > 0 {
+		b.answers.settle()
 	}
 }
 

@@ -149,9 +149,9 @@ func New(cfg Config) (*Upstream, error) {
 	return u, nil
 }
 
-// FirstAnswer is closed when a backend of the upstream first answered
-// (response headers of any status): until then no backend can be told to
-// be behind (Backend.Claim, cold).
+// FirstAnswer is closed when a request to a backend of the upstream first
+// had an outcome (response headers of any status, or a failure): until
+// then no backend can be told to be behind (Backend.Claim, Cold).
 func (u *Upstream) FirstAnswer() <-chan struct{} { return u.answers.first }
 
 // Name is the upstream's name.

@@ -448,6 +448,26 @@ func TestStalledBackendIsSkipped(t *testing.T) {
 	if late.Stalled() {
 		t.Fatal("a new member is behind for answers from before it joined")
 	}
+
+	// A backend that fails at once (refuses) is not silent: its failures
+	// end an upstream's cold start.
+	fresh, _ := New(Config{Name: "fresh",
+		Passive: &health.PassiveConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}})
+	defer fresh.Close()
+	fresh.SetStatic([]Spec{spec("r", 1), spec("s", 1)})
+	r := fresh.Current().Backends[0]
+	for range 4 {
+		r.Acquire() // held: a fourth over the limit before any outcome
+	}
+	if ok, over := r.Claim(); !ok || over != Cold {
+		t.Fatalf("before any outcome: %v %v, want Cold", ok, over)
+	}
+	r.Unclaim()
+	r.Done(health.Failure, "connect", 0)
+	<-fresh.FirstAnswer()
+	if ok, over := r.Claim(); !ok || over != Within {
+		t.Fatalf("after a failure: %v %v, want Within (not cold, and nothing answered: not behind)", ok, over)
+	}
 	off, _ := New(Config{Name: "off"})
 	defer off.Close()
 	off.SetStatic([]Spec{spec("x", 1)})

@@ -206,6 +206,7 @@ func TestR09AllRefusing(t *testing.T) {
 		for _, st := range r09States(t, agent) {
 			attempts += st.Requests
 		}
+		t.Logf("%d backend attempts for %d requests", attempts, res.requests)
 		if limit := uint64(float64(res.requests) * 1.2); attempts > limit {
 			t.Errorf("%d backend attempts for %d requests, want at most %d", attempts, res.requests, limit)
 		}
