@@ -258,3 +258,38 @@ func liveBackend(t *testing.T, h *harness, up, id string) *upstream.Backend {
 	t.Fatalf("upstream %s has no backend %s", up, id)
 	return nil
 }
+
+// TestClientLeavingATunnelIsNotTheBackendsFailure: a WebSocket client
+// that ends its half without a close frame (FIN, END_STREAM: a killed tab,
+// a phone off the network) leaves the backend to close without one too;
+// that is the client's doing, not a broken backend. A trial found five
+// such clients ejecting a healthy backend (backend_body_failed).
+func TestClientLeavingATunnelIsNotTheBackendsFailure(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		echo := testbackend.NewWSEcho(t)
+		uc := staticUpstream("ws", "/ws", echo.Server)
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+		h, sink := loggedHarness(t, proto, accesslog.Config{}, nil, uc)
+		for i := range 3 {
+			c, err := dialWS(t, h, "/ws", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.send(ws.OpText, []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := c.recv(); err != nil || string(got) != "hi" {
+				t.Fatalf("echo: %q %v", got, err)
+			}
+			c.end() // no close frame
+			line := sink.wait(t, i+1)[i]
+			c.close()
+			if line["reason"] == answer.BodyFailed.Reason {
+				t.Fatalf("tunnel %d: access log %v: the client's leaving blamed on the backend", i, line)
+			}
+		}
+		if b := liveBackend(t, h, "ws", "0"); !b.Eligible() || b.Health.Failing() {
+			t.Fatalf("the backend is ejected or failing after clients left: eligible %v, failing %v", b.Eligible(), b.Health.Failing())
+		}
+	})
+}

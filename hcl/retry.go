@@ -40,8 +40,9 @@ const (
 var retryConditions = []string{"connect-failure", "refused-stream", "reset", "502", "503", "504"}
 
 // DefaultRetryOn is retry.on when absent: the failures that prove the
-// backend never saw the request.
-var DefaultRetryOn = []string{"connect-failure", "refused-stream"}
+// backend never saw the request, and "reset" (for idempotent methods only,
+// a request in flight to a backend that died or timed out is sent again).
+var DefaultRetryOn = []string{"connect-failure", "refused-stream", "reset"}
 
 // RetryConditions returns the accepted retry.on values.
 func RetryConditions() []string { return slices.Clone(retryConditions) }

@@ -49,9 +49,12 @@ const (
 // idempotent methods whatever On says; "outlier" in impulse_retries.
 const Outlier Condition = 1 << 6
 
-// DefaultOn is the `on` list when absent: only the failures that prove the
-// backend never saw the request.
-const DefaultOn = ConnectFailure | RefusedStream
+// DefaultOn is the `on` list when absent: the failures that prove the
+// backend never saw the request (every method), and a broken connection
+// or a timeout before the response (Reset, idempotent methods only: a GET
+// in flight to a backend that died is sent again, as nginx's default
+// proxy_next_upstream "error timeout" does).
+const DefaultOn = ConnectFailure | RefusedStream | Reset
 
 // conditionNames are the `on` values, in Condition bit order.
 var conditionNames = [...]string{"connect-failure", "refused-stream", "reset", "502", "503", "504"}

@@ -20,7 +20,7 @@ func TestParseCondition(t *testing.T) {
 	if s := (ConnectFailure | Status503).String(); s != "connect-failure,503" {
 		t.Errorf("set string %q", s)
 	}
-	if DefaultOn.String() != "connect-failure,refused-stream" {
+	if DefaultOn.String() != "connect-failure,refused-stream,reset" {
 		t.Errorf("default on %q", DefaultOn)
 	}
 }
@@ -42,7 +42,9 @@ func TestRetry(t *testing.T) {
 	}{
 		{"connect failure, POST", DefaultOn, ok(ConnectFailure, "POST"), true},
 		{"refused stream, PATCH", DefaultOn, ok(RefusedStream, "PATCH"), true},
-		{"reset not on by default", DefaultOn, ok(Reset, "GET"), false},
+		{"reset on by default, GET", DefaultOn, ok(Reset, "GET"), true},
+		{"reset on by default, POST", DefaultOn, ok(Reset, "POST"), false},
+		{"reset off", ConnectFailure | RefusedStream, ok(Reset, "GET"), false},
 		{"reset, GET", Reset, ok(Reset, "GET"), true},
 		{"reset, PUT", Reset, ok(Reset, "PUT"), true},
 		{"reset, DELETE", Reset, ok(Reset, "DELETE"), true},

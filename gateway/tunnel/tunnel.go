@@ -67,10 +67,14 @@ type Tunnel struct {
 	fromCl  io.Reader // the client's bytes
 
 	toClient, toBackend tunnelWriter
-	drained             atomic.Bool   // a drain closed it (Set.CloseAll)
-	clientBroke         atomic.Bool   // reading the client's side failed first
-	backendBroke        bool          // the backend's side broke (Run's result)
-	hard                chan struct{} // closed when a drain's grace is over
+	drained             atomic.Bool // a drain closed it (Set.CloseAll)
+	clientBroke         atomic.Bool // reading the client's side failed first
+	// clientEnded: the client ended its half first (FIN, END_STREAM),
+	// perhaps without a close frame: how the backend ends after that is an
+	// answer to the client's leaving, never the backend's failure.
+	clientEnded  atomic.Bool
+	backendBroke bool          // the backend's side broke (Run's result)
+	hard         chan struct{} // closed when a drain's grace is over
 
 	mu     sync.Mutex // guards what follows: the drain's and linger's timers against the end
 	ended  bool
@@ -192,6 +196,7 @@ func (t *Tunnel) Run(set *Set) bool {
 		if err == nil {
 			// The client ended its half: so does the gateway toward the
 			// backend, which gets linger to end its own.
+			t.clientEnded.Store(true)
 			if cw, ok := t.backend.(interface{ CloseWrite() error }); ok {
 				_ = cw.CloseWrite()
 			}
@@ -207,7 +212,7 @@ func (t *Tunnel) Run(set *Set) bool {
 	if t.drained.Load() {
 		clean = !t.ws || t.toClient.sentClose()
 	}
-	t.backendBroke = !clean && !t.drained.Load() && !t.clientBroke.Load() && !t.toClient.writeFailed
+	t.backendBroke = !clean && !t.drained.Load() && !t.clientBroke.Load() && !t.clientEnded.Load() && !t.toClient.writeFailed
 	t.backend.Close()
 	if t.conn == nil {
 		if !clean {

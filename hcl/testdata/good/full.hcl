@@ -155,7 +155,7 @@ upstream "web" {
   # }
   retry {                         # README "Retries"
     attempts              = 2     # tries of one request, the first included; 1 = no retries
-    on                    = ["connect-failure", "refused-stream"]  # also: reset, 502, 503, 504 (idempotent methods only)
+    on                    = ["connect-failure", "refused-stream", "reset"]  # also: 502, 503, 504; reset and those for idempotent methods only
     per_try_timeout       = "0s"  # each try's wait for response headers; 0 = response_header only
     backoff               = "25ms"  # jittered exponential back-off base; capped at 10 × backoff
     max_body_bytes        = 65536 # request body kept for a retry; a longer one is not retried once sent
