@@ -131,6 +131,8 @@ func (t *try) result(rec *recorder, r *http.Request, body *reqbody.Client, iw *i
 	default:
 		res.Failure = retry.Reset
 	}
+	// Before the try's Done: the black hole still counts this request.
+	res.Behind = res.Failure == retry.Reset && t.b.Stalled()
 	return res
 }
 

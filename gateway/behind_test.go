@@ -65,6 +65,11 @@ func TestColdBurstPutsAtMostTheLimitOnABlackHole(t *testing.T) {
 	if n := hole.Arrived.Load(); n != 5 || u.InFlight() != 5 {
 		t.Errorf("the black hole got %d requests (%d in flight), want 5", n, u.InFlight())
 	}
+	for _, b := range h.gw.Backends() {
+		if behind := b.ID == "2"; b.Behind != behind {
+			t.Errorf("/v1/backends: backend %s behind = %v, want %v", b.ID, b.Behind, behind)
+		}
+	}
 	hole.Free(5)
 	wg.Wait()
 }

@@ -58,8 +58,13 @@ type BackendInfo struct {
 	HealthReason string     `json:"health_reason,omitempty"`
 	Ejected      bool       `json:"ejected"`
 	EjectedUntil *time.Time `json:"ejected_until,omitempty"`
-	Eligible     bool       `json:"eligible"`
-	Membership   string     `json:"membership"`
+	// Behind is true while the backend holds outlier detection's
+	// consecutive_failures requests sent since its last answer and its
+	// siblings answered since: new requests skip it (README "Safe by
+	// default"). It is not an ejection and ends with its next answer.
+	Behind     bool   `json:"behind"`
+	Eligible   bool   `json:"eligible"`
+	Membership string `json:"membership"`
 	// Resolution is the address state: IP literal, or hostname with its
 	// last usable addresses and refresh outcome.
 	Resolution upstream.Resolution `json:"resolution"`
@@ -154,7 +159,7 @@ func backendInfo(up string, b *upstream.Backend) BackendInfo {
 	}
 	info := BackendInfo{ID: b.ID, Upstream: up, Source: b.Source, Address: b.Scheme + "://" + b.Addr(), Protocol: proto,
 		Health: st.String(), HealthReason: reason, Eligible: b.Eligible() && !b.Removed(), Membership: m,
-		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight(), Resolution: b.Resolution()}
+		InFlight: b.InFlight(), Requests: b.Requests(), Weight: b.Weight(), Resolution: b.Resolution(), Behind: b.Stalled()}
 	if !till.IsZero() {
 		info.Ejected, info.EjectedUntil = true, &till
 	}

@@ -130,6 +130,11 @@ type Result struct {
 	// Ejected: the backend answered 5xx and outlier detection is taking
 	// it out (Failure.Ejected).
 	Ejected bool
+	// Behind: the try broke or timed out (Reset) at a backend that was
+	// behind (it held outlier detection's consecutive_failures requests
+	// unanswered while its siblings answered; upstream.Backend.Stalled):
+	// a black hole's stuck request. Its retry is free as an Ejected one.
+	Behind bool
 }
 
 // Condition is the retry condition r matches: its status's
@@ -176,7 +181,8 @@ type Find func() (found, failing bool)
 // budget slot, for the next try.
 //
 // A try the backend provably never saw (ConnectFailure, RefusedStream),
-// or a 5xx from a backend outlier detection is taking out (Ejected), that
+// a 5xx from a backend outlier detection is taking out (Ejected), or a
+// Reset at a backend that was behind (Behind: a black hole), that
 // goes to a backend whose last request did not fail is sent at once and
 // takes no slot: it is the request that would have gone to the dead
 // backend, not extra load on any that saw it, which is what the budget
@@ -192,9 +198,9 @@ func (st *State) Retry(res Result, find Find, claim func() bool) Decision {
 	if res.Expired || !p.Retry(Failure{Condition: cond, Method: res.Method, Tries: st.tries, Started: res.Started, BodyKept: res.BodyKept, Ejected: res.Ejected}) {
 		return Decision{Verdict: Stop, Condition: cond}
 	}
-	// Free: what the dead (or ejected) backend would have served, sent to
-	// one that is not failing, is no extra load.
-	free := cond == ConnectFailure || cond == RefusedStream || res.Ejected
+	// Free: what the dead (ejected, or silent) backend would have served,
+	// sent to one that is not failing, is no extra load.
+	free := cond == ConnectFailure || cond == RefusedStream || res.Ejected || (res.Behind && cond == Reset)
 	d := st.admit(cond, find, claim, free)
 	if d.Verdict == Again {
 		if d.Slot != 0 {
