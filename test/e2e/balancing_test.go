@@ -963,7 +963,7 @@ func TestLeastRequestInFlightReturnsToZero(t *testing.T) {
 	bs := []*lbBackend{newLBBackend(t, "lr-1"), newLBBackend(t, "lr-2"), newLBBackend(t, "lr-3")}
 	// Outlier detection off: a third of the requests fail at random, and
 	// the case is the balancer's in-flight count, not ejection.
-	a := startAgent(t, baseHCL()+staticUpstreamHCL("lr", "/", "  load_balancing = \"least_request\"\n  outlier_detection { enabled = false }\n", bs...))
+	a := startAgent(t, baseHCL()+staticUpstreamHCL("lr", "/", "  load_balancing = \"least_request\"\n  outlier_detection { enabled = false }\n  retry { attempts = 1 }\n", bs...))
 	c, _ := newH3Client(t)
 
 	const per = 100
