@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
@@ -72,4 +73,44 @@ func TestColdBurstPutsAtMostTheLimitOnABlackHole(t *testing.T) {
 	}
 	hole.Free(5)
 	wg.Wait()
+}
+
+// TestBlackHolesStuckRequestsAreRetriedFree: the requests a black hole
+// held until response_header are retried on the backends that answer
+// without a budget slot (the budget here allows no paid retry at all):
+// each is the request that should have gone elsewhere, as a refused
+// connection's is. Every request of the burst gets its 200.
+func TestBlackHolesStuckRequestsAreRetriedFree(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, ingress string) {
+		hole := testbackend.NewStall(t)
+		ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+		uc := staticUpstream("u", "/", testbackend.NewH1(t, ok), testbackend.NewH1(t, ok), hole.Server)
+		uc.LoadBalancing = "round_robin"
+		uc.ResponseHeaderTimeout = time.Second
+		uc.Passive = &health.PassiveConfig{ConsecutiveFailures: 5, BaseEjectionTime: time.Minute, MaxEjectionPercent: 100}
+		uc.Retry = retryOn(2)
+		uc.Retry.Budget = retry.Budget{} // no paid retry
+		h := newHarnessOver(t, ingress, uc)
+
+		const burst = 15
+		var wg sync.WaitGroup
+		var good atomic.Int64
+		for range burst {
+			wg.Go(func() {
+				resp, err := h.client.Get(h.base + "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer resp.Body.Close()
+				if b, _ := io.ReadAll(resp.Body); resp.StatusCode == 200 && string(b) == "ok" {
+					good.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := good.Load(); n != burst || hole.Arrived.Load() != 5 {
+			t.Fatalf("%d of %d requests answered 200, the black hole got %d; want all, and 5", n, burst, hole.Arrived.Load())
+		}
+	})
 }

@@ -200,7 +200,7 @@ func (st *State) Retry(res Result, find Find, claim func() bool) Decision {
 	}
 	// Free: what the dead (ejected, or silent) backend would have served,
 	// sent to one that is not failing, is no extra load.
-	free := cond == ConnectFailure || cond == RefusedStream || res.Ejected || (res.Behind && cond == Reset)
+	free := cond == ConnectFailure || cond == RefusedStream || res.Ejected || res.Behind
 	d := st.admit(cond, find, claim, free)
 	if d.Verdict == Again {
 		if d.Slot != 0 {
