@@ -107,6 +107,12 @@ type Config struct {
 	// queries of each watch. Defaults DefaultRate and DefaultBurst.
 	Rate  float64
 	Burst int
+	// ChangeFeed makes every service watch follow the change feed of its
+	// scope (feed.go) instead of holding a blocking query of its own: the
+	// connections to Consul stay at most 8 whatever the number of services
+	// (Consul's default limits.http_max_conns_per_client is 200). Off, each
+	// watch holds one blocking query, so one connection.
+	ChangeFeed bool
 	// ResyncGrace is how long after a Consul outage or index reset an answer
 	// that would empty a watch's non-empty set is held back, the last set
 	// kept, while Consul may be refilling a lost state (a restarted dev agent,
@@ -170,8 +176,13 @@ type Client struct {
 	// configuration does not have (watchCertRequests).
 	certAsked atomic.Bool
 
+	// reads holds one token per re-read or sweep request in flight
+	// (maxReads): the change feed's bound on connections.
+	reads chan struct{}
+
 	mu      sync.Mutex
 	watches map[*watchState]struct{}
+	feeds   map[feedScope]*feed
 }
 
 // New validates cfg, applies defaults and builds the Consul API client. It does
@@ -195,6 +206,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	tlsCfg.InsecureSkipVerify = tlsCfg.InsecureSkipVerify || cfg.TLS.InsecureSkipVerify
 	transport := cleanhttp.DefaultPooledTransport()
+	// Keep every connection the change feed uses (2 feed queries, maxReads
+	// reads, a catalog watch, a registration) for reuse: cleanhttp keeps
+	// GOMAXPROCS+1, so each burst of re-reads would dial anew.
+	transport.MaxIdleConnsPerHost = 2 * maxReads
 	// Consul's API never redirects, and http.Client would follow one with
 	// X-Consul-Token (only its own auth fields are dropped across hosts):
 	// a redirect is an answer, failed as any other non-200.
@@ -227,6 +242,8 @@ func New(cfg Config) (*Client, error) {
 		http:    hc,
 		metrics: sink{cfg.Metrics},
 		watches: make(map[*watchState]struct{}),
+		feeds:   make(map[feedScope]*feed),
+		reads:   make(chan struct{}, maxReads),
 	}
 	cl.watchCertRequests(transport.TLSClientConfig)
 	return cl, nil

@@ -184,11 +184,15 @@ node_prefix "" { policy = "read" }`)
 
 // TestWatchCancelStopsPromptly cancels a watch parked in a 5-minute blocking
 // query: it returns context.Canceled at once and leaves no goroutine behind.
-func TestWatchCancelStopsPromptly(t *testing.T) {
+func TestWatchCancelStopsPromptly(t *testing.T) { bothModes(t, testWatchCancelStopsPromptly) }
+
+func testWatchCancelStopsPromptly(t *testing.T, mode func(*Config)) {
 	a := consultest.Start(t) // not parallel: goroutine accounting must be quiet
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
 	ignore := goleak.IgnoreCurrent()
-	c, err := New(Config{Address: a.Addr()}) // default 5m wait
+	cfg := Config{Address: a.Addr()} // default 5m wait
+	mode(&cfg)
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,12 @@ func newTestClient(t testing.TB, addr string, mod ...func(*Config)) *Client {
 	return c
 }
 
-func TestWatchAddRemoveInstances(t *testing.T) {
+func TestWatchAddRemoveInstances(t *testing.T) { bothModes(t, testWatchAddRemoveInstances) }
+
+func testWatchAddRemoveInstances(t *testing.T, mode func(*Config)) {
 	t.Parallel()
 	a := consultest.Start(t)
-	c := newTestClient(t, a.Addr())
+	c := newTestClient(t, a.Addr(), mode)
 	w := startWatch(t, c, Query{Service: "web"})
 
 	first := w.rec.waitIDs(t) // unknown service: an empty first snapshot
@@ -79,10 +81,12 @@ func TestWatchAddRemoveInstances(t *testing.T) {
 	}
 }
 
-func TestWatchHealthTransitions(t *testing.T) {
+func TestWatchHealthTransitions(t *testing.T) { bothModes(t, testWatchHealthTransitions) }
+
+func testWatchHealthTransitions(t *testing.T, mode func(*Config)) {
 	t.Parallel()
 	a := consultest.Start(t)
-	c := newTestClient(t, a.Addr())
+	c := newTestClient(t, a.Addr(), mode)
 	checkA := a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
 	checkB := a.RegisterTTL(t, "web-b", "web", "10.0.0.2", 80, nil, nil)
 	w := startWatch(t, c, Query{Service: "web"})
@@ -116,10 +120,12 @@ func TestWatchHealthTransitions(t *testing.T) {
 // TestB04OnlyHealthyInstances: A passing; B service check critical; C node
 // check (serfHealth) critical; D in maintenance; E warning; F passing on a
 // second node (node checks are per node).
-func TestB04OnlyHealthyInstances(t *testing.T) {
+func TestB04OnlyHealthyInstances(t *testing.T) { bothModes(t, testB04OnlyHealthyInstances) }
+
+func testB04OnlyHealthyInstances(t *testing.T, mode func(*Config)) {
 	t.Parallel()
 	a := consultest.Start(t)
-	c := newTestClient(t, a.Addr())
+	c := newTestClient(t, a.Addr(), mode)
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
 	checkB := a.RegisterTTL(t, "web-b", "web", "10.0.0.2", 80, nil, nil)
 	a.SetCheck(t, checkB, api.HealthCritical)
@@ -160,10 +166,12 @@ func TestB04OnlyHealthyInstances(t *testing.T) {
 	}
 }
 
-func TestWatchTagFilter(t *testing.T) {
+func TestWatchTagFilter(t *testing.T) { bothModes(t, testWatchTagFilter) }
+
+func testWatchTagFilter(t *testing.T, mode func(*Config)) {
 	t.Parallel()
 	a := consultest.Start(t)
-	c := newTestClient(t, a.Addr())
+	c := newTestClient(t, a.Addr(), mode)
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, []string{"v1", "blue"}, nil)
 	a.RegisterTTL(t, "web-b", "web", "10.0.0.2", 80, []string{"v1"}, nil)
 	a.RegisterTTL(t, "web-c", "web", "10.0.0.3", 80, []string{"extra", "blue", "v1"}, nil)
@@ -175,10 +183,12 @@ func TestWatchTagFilter(t *testing.T) {
 
 // TestWatchEmitsOnContentChangeOnly: a new index with the same content does
 // not emit; a change of any single field does.
-func TestWatchEmitsOnContentChangeOnly(t *testing.T) {
+func TestWatchEmitsOnContentChangeOnly(t *testing.T) { bothModes(t, testWatchEmitsOnContentChangeOnly) }
+
+func testWatchEmitsOnContentChangeOnly(t *testing.T, mode func(*Config)) {
 	t.Parallel()
 	a := consultest.Start(t)
-	c := newTestClient(t, a.Addr())
+	c := newTestClient(t, a.Addr(), mode)
 	check := a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, []string{"v1"}, map[string]string{"rev": "1"})
 	w := startWatch(t, c, Query{Service: "web", Health: HealthWarning})
 	s := w.rec.waitIDs(t, "web-a")

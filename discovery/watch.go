@@ -40,6 +40,9 @@ type WatchStatus struct {
 type watchState struct {
 	mu sync.Mutex
 	st WatchStatus
+	// feed is the change feed the watch follows (Config.ChangeFeed); nil
+	// when it holds its own blocking query.
+	feed *feed
 }
 
 func (w *watchState) update(f func(*WatchStatus)) {
@@ -54,12 +57,19 @@ func (w *watchState) update(f func(*WatchStatus)) {
 func (c *Client) Status() []WatchStatus {
 	c.mu.Lock()
 	out := make([]WatchStatus, 0, len(c.watches))
+	var feeds []*feed
 	for w := range c.watches {
 		w.mu.Lock()
 		out = append(out, w.st)
 		w.mu.Unlock()
+		feeds = append(feeds, w.feed)
 	}
 	c.mu.Unlock()
+	for i, f := range feeds {
+		if f != nil {
+			f.overlay(&out[i])
+		}
+	}
 	slices.SortStableFunc(out, func(a, b WatchStatus) int {
 		if (a.Catalog != nil) != (b.Catalog != nil) {
 			if a.Catalog != nil {
@@ -108,8 +118,21 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		return errors.New("discovery: watch " + q.Service + ": emit is nil")
 	}
 	w := &watchState{st: WatchStatus{Query: q}}
-	defer c.track(w)()
 	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
+	fetch := func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
+		return c.fetch(ctx, q, endpoint, index, wait)
+	}
+	if c.cfg.ChangeFeed {
+		f := c.acquireFeed(scopeOf(q))
+		defer c.releaseFeed(f)
+		sub := f.subscribe(q.Service)
+		defer f.unsubscribe(sub)
+		w.feed = f
+		fetch = func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
+			return c.fetchMoved(ctx, q, endpoint, f, sub, index, wait)
+		}
+	}
+	defer c.track(w)()
 	var seed *healthResult
 	if last != nil {
 		seed = &healthResult{last.Instances, last.Excluded}
@@ -120,10 +143,8 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		endpoint: endpoint,
 		noun:     "instances",
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
-		fetch: func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
-			return c.fetch(ctx, q, endpoint, index, wait)
-		},
-		same: sameHealth,
+		fetch:    fetch,
+		same:     sameHealth,
 		size: func(r healthResult) int { return len(r.ins) },
 		// Only an empty answer is held: a partial set (anti-entropy
 		// registers one instance at a time) still serves, and any usable

@@ -1,0 +1,502 @@
+package discovery
+
+// The change feed (Config.ChangeFeed): every service watch of one scope
+// (datacenter, namespace, partition) shares two blocking queries instead of
+// holding one of its own, so the connections to the Consul agent stay a small
+// fixed number whatever the number of services (Consul's default
+// limits.http_max_conns_per_client is 200, counted per client address).
+//
+//   - /v1/health/state/any?filter=Status != "passing": the checks that are not
+//     passing. Its X-Consul-Index is the index of the whole checks table, so it
+//     wakes up on every check write; a check that appears, leaves (passing
+//     again, or deregistered) or changes status, name, service or tags moves
+//     its service (a node check moves every service watched on that node).
+//   - /v1/catalog/services: its index moves on every service registration
+//     change. Services that appear, leave or change tags move at once. A move
+//     whose raft index the checks feed also saw written (a registration that
+//     came with a check that is not passing) moves the services of those
+//     checks; any other move (an instance registered passing or without
+//     checks, a changed address, port or meta) is found by a sweep: one
+//     /v1/catalog/nodes and one /v1/catalog/node-services/<node> per node,
+//     compared with what each watch read last (an instance whose ModifyIndex
+//     is above the watch's X-Consul-Index, or one it knows that is gone).
+//     A sweep also runs after the feed recovers from a failure and once per
+//     wait period, so nothing can stay missed for longer.
+//
+// A moved service's watches re-read /v1/health/service/<name> with index=
+// (a blocking query that Consul answers at once, since the service's index
+// moved), through at most maxReads concurrent requests per Client. Consul
+// bumps a service's index on every write to its instances and checks (its
+// state store's per-service index), which is what makes the re-read sound.
+//
+// While the feed fails, the watches keep their last set and send nothing:
+// their status carries the feed's error, and a sweep after recovery catches
+// up.
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
+)
+
+// Feed endpoints, also the "service" label of the feed's metrics.
+const (
+	feedChecksEndpoint  = "/v1/health/state/any"
+	feedCatalogEndpoint = "/v1/catalog/services"
+	// feedChecksFilter keeps the feed's answers proportional to the checks
+	// that fail, not to the catalog: a flip costs one small answer.
+	feedChecksFilter = `Status != "passing"`
+)
+
+const (
+	// maxReads bounds the concurrent re-reads and sweep requests of a Client:
+	// with the two feed queries, a catalog watch and a registration, the
+	// agent holds at most 8 connections to its Consul agent.
+	maxReads = 4
+	// rereadWait is the blocking wait of a re-read: the service's index has
+	// moved, so Consul answers at once; the bound only matters for a server
+	// that is behind (with stale reads) or a move that was not one.
+	rereadWait = time.Second
+	// attributeWait is how long a catalog move waits for the checks feed to
+	// reach its index before it sweeps.
+	attributeWait = 500 * time.Millisecond
+	// touchedKeep bounds the raft indexes remembered for attribution.
+	touchedKeep = 256
+	// feedRate is the rate (per second, and burst) of each feed query: it
+	// answers for every service, so it may be faster than one watch.
+	feedRate = 50
+)
+
+// feedScope is what one feed covers.
+type feedScope struct{ datacenter, namespace, partition string }
+
+func scopeOf(q Query) feedScope { return feedScope{q.Datacenter, q.Namespace, q.Partition} }
+
+// checkKey identifies a check: node and check ID.
+type checkKey struct{ node, id string }
+
+// checkInfo is what the feed compares of a check.
+type checkInfo struct {
+	service, serviceID, status, name, tags string
+	create, modify                         uint64
+}
+
+func (a checkInfo) same(b checkInfo) bool {
+	return a.service == b.service && a.serviceID == b.serviceID && a.status == b.status && a.name == b.name && a.tags == b.tags
+}
+
+// feed is the change feed of one scope. Its loops run while a watch uses it.
+type feed struct {
+	c      *Client
+	scope  feedScope
+	log    hclog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	refs   int // guarded by c.mu
+
+	checksSt, catalogSt watchState
+	sweepMu             sync.Mutex // one sweep at a time
+	lastSweep           time.Time  // guarded by sweepMu
+
+	mu        sync.Mutex // guards what follows; taken before a feedSub's mu
+	subs      map[string]map[*feedSub]struct{}
+	checks    map[checkKey]checkInfo // nil before the first answer
+	checksIdx uint64
+	advanced  chan struct{}       // closed and replaced when checksIdx moves
+	touched   map[uint64][]string // raft index → services whose checks were written at it
+	services  map[string][]string // the last catalog answer; nil before the first
+}
+
+// feedSub is one watch's subscription.
+type feedSub struct {
+	service string
+	moved   chan struct{} // capacity 1: "re-read"
+
+	mu    sync.Mutex
+	want  uint64                     // the service index a move promised (0: none)
+	index uint64                     // X-Consul-Index of the last read
+	ids   map[string]map[string]bool // node → service IDs the last read returned
+}
+
+// signal marks s moved; want is the service index the move implies (0: none).
+func (s *feedSub) signal(want uint64) {
+	s.mu.Lock()
+	s.want = max(s.want, want)
+	s.mu.Unlock()
+	select {
+	case s.moved <- struct{}{}:
+	default:
+	}
+}
+
+// read records a read's index and instances.
+func (s *feedSub) read(index uint64, r healthResult) {
+	ids := map[string]map[string]bool{}
+	add := func(in Instance) {
+		if ids[in.Node] == nil {
+			ids[in.Node] = map[string]bool{}
+		}
+		ids[in.Node][in.ServiceID] = true
+	}
+	for _, in := range r.ins {
+		add(in)
+	}
+	for _, x := range r.excl {
+		add(x.Instance)
+	}
+	s.mu.Lock()
+	s.index, s.ids = index, ids
+	if index >= s.want {
+		s.want = 0
+	}
+	s.mu.Unlock()
+}
+
+// behind reports whether the last read is older than a move promised.
+func (s *feedSub) behind() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want > s.index
+}
+
+// acquireFeed returns the running feed of scope, starting it, with one more
+// reference; release it with releaseFeed.
+func (c *Client) acquireFeed(scope feedScope) *feed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.feeds[scope]
+	if f == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		f = &feed{c: c, scope: scope, cancel: cancel, done: make(chan struct{}),
+			log:  c.cfg.Logger.With("feed", scope.datacenter+"/"+scope.namespace+"/"+scope.partition),
+			subs: map[string]map[*feedSub]struct{}{}, advanced: make(chan struct{}), touched: map[uint64][]string{}}
+		c.feeds[scope] = f
+		go f.run(ctx)
+	}
+	f.refs++
+	return f
+}
+
+// releaseFeed drops a reference; the last one stops the feed.
+func (c *Client) releaseFeed(f *feed) {
+	c.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	if last {
+		delete(c.feeds, f.scope)
+	}
+	c.mu.Unlock()
+	if last {
+		f.cancel()
+		<-f.done
+	}
+}
+
+func (f *feed) subscribe(service string) *feedSub {
+	s := &feedSub{service: service, moved: make(chan struct{}, 1)}
+	f.mu.Lock()
+	if f.subs[service] == nil {
+		f.subs[service] = map[*feedSub]struct{}{}
+	}
+	f.subs[service][s] = struct{}{}
+	f.mu.Unlock()
+	return s
+}
+
+func (f *feed) unsubscribe(s *feedSub) {
+	f.mu.Lock()
+	delete(f.subs[s.service], s)
+	if len(f.subs[s.service]) == 0 {
+		delete(f.subs, s.service)
+	}
+	f.mu.Unlock()
+}
+
+// healthy reports whether both feed queries answered and the last query of
+// each succeeded, and the checks feed's last success.
+func (f *feed) healthy() (ok bool, since time.Time, err, reason string) {
+	f.checksSt.mu.Lock()
+	ch := f.checksSt.st
+	f.checksSt.mu.Unlock()
+	f.catalogSt.mu.Lock()
+	ca := f.catalogSt.st
+	f.catalogSt.mu.Unlock()
+	switch {
+	case ch.LastError != "":
+		return false, ch.LastSuccess, "change feed: " + ch.LastError, ch.LastErrorReason
+	case ca.LastError != "":
+		return false, ch.LastSuccess, "change feed: " + ca.LastError, ca.LastErrorReason
+	}
+	return ch.Synced && ca.Synced, ch.LastSuccess, "", ""
+}
+
+// overlay applies the feed's state to the status of one of its watches: the
+// watch is as fresh as the feed, and shares its failure.
+func (f *feed) overlay(st *WatchStatus) {
+	ok, since, err, reason := f.healthy()
+	switch {
+	case err != "" && st.LastError == "":
+		st.LastError, st.LastErrorReason = err, reason
+	case ok && since.After(st.LastSuccess):
+		st.LastSuccess = since
+	}
+}
+
+// run drives both feed queries until ctx is done.
+func (f *feed) run(ctx context.Context) {
+	defer close(f.done)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		loopFeed(ctx, f, &f.checksSt, feedChecksEndpoint, f.fetchChecks, f.onChecks, nil)
+	}()
+	go func() {
+		defer wg.Done()
+		loopFeed(ctx, f, &f.catalogSt, feedCatalogEndpoint, f.fetchServices, f.onServices, f.onIdle)
+	}()
+	wg.Wait()
+}
+
+// loopFeed runs one feed query with the blocking loop's index rules, backoff
+// and rate limit; on answers it calls changed, on a wait that expired
+// unchanged (when set).
+func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint string,
+	fetch fetchFunc[T], changed func(ctx context.Context, r T, index uint64, resync bool), unchanged func(ctx context.Context)) {
+	label := "feed:" + endpoint
+	c := f.c
+	ok := func(index uint64) {
+		st.update(func(s *WatchStatus) {
+			s.Synced, s.LastSuccess, s.LastError, s.LastErrorReason, s.LastIndex = true, time.Now(), "", "", index
+		})
+		c.metrics.success(label, time.Now())
+	}
+	failures := 0
+	l := &blockingLoop[T]{
+		fetch:   fetch,
+		limiter: rate.NewLimiter(feedRate, feedRate),
+		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
+		wait:    func() time.Duration { return c.cfg.Wait },
+		changed: func(r T, index uint64, resync bool) {
+			if failures > 0 {
+				f.log.Info("consul change feed query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
+				failures = 0
+			}
+			ok(index)
+			changed(ctx, r, index, resync)
+		},
+		unchanged: func(index uint64) {
+			ok(index)
+			if unchanged != nil {
+				unchanged(ctx)
+			}
+		},
+		reset: func(sent, got uint64) { c.metrics.indexReset(label) },
+		failed: func(err error, attempt int, retryIn time.Duration) {
+			var qe *queryError
+			if !errors.As(err, &qe) {
+				qe = classify(endpoint, err)
+			}
+			qe.hint = c.hint(qe)
+			f.log.Warn("consul change feed query failed; every watch keeps its last known instances",
+				"endpoint", endpoint, "status", qe.status, "reason", qe.reason, "error", qe.err, "attempt", attempt, "retry_in", retryIn)
+			failures = attempt
+			c.metrics.queryError(label, qe.reason)
+			st.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
+		},
+	}
+	_ = l.run(ctx)
+}
+
+func (f *feed) opts(ctx context.Context, index uint64, wait time.Duration) *api.QueryOptions {
+	return (&api.QueryOptions{
+		Datacenter: f.scope.datacenter, Namespace: f.scope.namespace, Partition: f.scope.partition,
+		AllowStale: f.c.cfg.Stale, WaitIndex: index, WaitTime: wait,
+	}).WithContext(ctx)
+}
+
+// fetchChecks reads the checks that are not passing.
+func (f *feed) fetchChecks(ctx context.Context, index uint64, wait time.Duration) (_ map[checkKey]checkInfo, _ uint64, err error) {
+	opts := f.opts(ctx, index, wait)
+	opts.Filter = feedChecksFilter
+	start := time.Now()
+	defer func() { f.c.metrics.queryDone("feed:"+feedChecksEndpoint, start, err) }()
+	checks, meta, err := f.c.api.Health().State(api.HealthAny, opts)
+	if err != nil {
+		return nil, 0, classify(feedChecksEndpoint, unwrapURL(err))
+	}
+	out := make(map[checkKey]checkInfo, len(checks))
+	for _, ch := range checks {
+		if ch == nil {
+			continue
+		}
+		out[checkKey{ch.Node, ch.CheckID}] = checkInfo{service: ch.ServiceName, serviceID: ch.ServiceID, status: ch.Status,
+			name: ch.Name, tags: strings.Join(ch.ServiceTags, "\x00"), create: ch.CreateIndex, modify: ch.ModifyIndex}
+	}
+	return out, meta.LastIndex, nil
+}
+
+// fetchServices reads the catalog's service names and tags.
+func (f *feed) fetchServices(ctx context.Context, index uint64, wait time.Duration) (_ map[string][]string, _ uint64, err error) {
+	start := time.Now()
+	defer func() { f.c.metrics.queryDone("feed:"+feedCatalogEndpoint, start, err) }()
+	services, meta, err := f.c.api.Catalog().Services(f.opts(ctx, index, wait))
+	if err != nil {
+		return nil, 0, classify(feedCatalogEndpoint, unwrapURL(err))
+	}
+	if meta.ResultsFilteredByACLs && len(services) == 0 {
+		return nil, 0, classify(feedCatalogEndpoint, errACLFiltered)
+	}
+	for name, tags := range services {
+		slices.Sort(tags)
+		services[name] = slices.Compact(tags)
+	}
+	return services, meta.LastIndex, nil
+}
+
+// onChecks diffs a checks answer against the last one and moves the
+// services whose checks changed.
+func (f *feed) onChecks(_ context.Context, now map[checkKey]checkInfo, index uint64, _ bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, prev := f.checks, f.checksIdx
+	f.checks, f.checksIdx = now, index
+	close(f.advanced)
+	f.advanced = make(chan struct{})
+	if old == nil {
+		return // the baseline: every watch reads once on its own
+	}
+	nodes := map[string]uint64{}
+	move := func(ci checkInfo, node string, want uint64) {
+		if ci.service == "" {
+			nodes[node] = max(nodes[node], want)
+			return
+		}
+		f.signalLocked(ci.service, want)
+	}
+	touch := func(at uint64, service string) {
+		if service != "" && at > prev {
+			f.touched[at] = append(f.touched[at], service)
+		}
+	}
+	for k, n := range now {
+		touch(n.modify, n.service)
+		o, had := old[k]
+		if !had || !o.same(n) {
+			move(n, k.node, n.modify)
+			if had && o.service != n.service {
+				move(o, k.node, 0)
+			}
+		}
+	}
+	for k, o := range old {
+		if _, ok := now[k]; !ok {
+			move(o, k.node, 0) // passing again, or deregistered
+			touch(index, o.service)
+		}
+	}
+	for node, want := range nodes {
+		for _, subs := range f.subs {
+			for s := range subs {
+				s.mu.Lock()
+				on := len(s.ids[node]) > 0
+				s.mu.Unlock()
+				if on {
+					s.signal(want)
+				}
+			}
+		}
+	}
+	if len(f.touched) > touchedKeep {
+		keys := slices.Sorted(maps.Keys(f.touched))
+		for _, k := range keys[:len(keys)-touchedKeep] {
+			delete(f.touched, k)
+		}
+	}
+}
+
+// signalLocked moves every watch of service. f.mu is held.
+func (f *feed) signalLocked(service string, want uint64) {
+	for s := range f.subs[service] {
+		s.signal(want)
+	}
+}
+
+// onServices handles a catalog answer: services that appeared, left or
+// changed tags move at once; the rest of the move is attributed to the checks
+// written at its index, or found by a sweep.
+func (f *feed) onServices(ctx context.Context, now map[string][]string, index uint64, resync bool) {
+	f.mu.Lock()
+	old := f.services
+	f.services = now
+	if old != nil {
+		for name, tags := range now {
+			if o, ok := old[name]; !ok || !slices.Equal(o, tags) {
+				f.signalLocked(name, 0)
+			}
+		}
+		for name := range old {
+			if _, ok := now[name]; !ok {
+				f.signalLocked(name, 0)
+			}
+		}
+	}
+	f.mu.Unlock()
+	switch {
+	case old == nil && !resync:
+		return // the baseline
+	case resync:
+		f.sweep(ctx, "the change feed recovered")
+		return
+	}
+	if services, ok := f.attribute(ctx, index); ok {
+		f.mu.Lock()
+		for _, s := range services {
+			f.signalLocked(s, index)
+		}
+		f.mu.Unlock()
+		return
+	}
+	f.sweep(ctx, "a registration change without a failing check")
+}
+
+// attribute waits (at most attributeWait) for the checks feed to reach
+// index and returns the services whose checks were written at index.
+func (f *feed) attribute(ctx context.Context, index uint64) ([]string, bool) {
+	t := time.NewTimer(attributeWait)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		at, adv := f.checksIdx, f.advanced
+		services, ok := f.touched[index]
+		f.mu.Unlock()
+		if ok || at >= index {
+			return services, ok
+		}
+		select {
+		case <-adv:
+		case <-t.C:
+			return nil, false
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// onIdle runs when the catalog query's wait expired: the periodic sweep.
+func (f *feed) onIdle(ctx context.Context) {
+	f.sweepMu.Lock()
+	due := time.Since(f.lastSweep) >= f.c.cfg.Wait
+	f.sweepMu.Unlock()
+	if due {
+		f.sweep(ctx, "periodic")
+	}
+}

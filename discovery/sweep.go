@@ -1,0 +1,156 @@
+package discovery
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// sweepAttempts bounds the tries of one sweep; a sweep that still fails is
+// left to the next move, the feed's recovery or the periodic sweep.
+const sweepAttempts = 3
+
+// sweepInstance is one service instance as a sweep saw it.
+type sweepInstance struct {
+	node, id string
+	modify   uint64
+}
+
+// sweep reads every node's service instances (/v1/catalog/nodes, then
+// /v1/catalog/node-services/<node> per node, through the Client's read
+// slots) and moves every watched service that changed since its watch's
+// last read: an instance whose ModifyIndex is above the read's
+// X-Consul-Index, an instance on a node modified since, or an instance the
+// watch knows that is gone. It finds the registration changes that leave no
+// trace in the checks feed.
+func (f *feed) sweep(ctx context.Context, why string) {
+	f.sweepMu.Lock()
+	defer f.sweepMu.Unlock()
+	start := time.Now()
+	var err error
+	for attempt := 1; attempt <= sweepAttempts; attempt++ {
+		if err = f.sweepOnce(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
+		if !sleep(ctx, backoff{min: f.c.cfg.MinBackoff, max: f.c.cfg.MaxBackoff}.delay(attempt)) {
+			return
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("consul change feed sweep failed; the next move or the periodic sweep tries again", "why", why, "error", err)
+			f.c.metrics.queryError("feed:sweep", classifyAny(err).reason)
+		}
+		return
+	}
+	f.lastSweep = time.Now()
+	f.log.Debug("consul change feed sweep done", "why", why, "took", time.Since(start))
+}
+
+func classifyAny(err error) *queryError {
+	if qe, ok := err.(*queryError); ok {
+		return qe
+	}
+	return classify("sweep", err)
+}
+
+func (f *feed) sweepOnce(ctx context.Context) error {
+	var nodes []*api.Node
+	err := f.c.read(ctx, func(ctx context.Context) (err error) {
+		nodes, _, err = f.c.api.Catalog().Nodes(f.opts(ctx, 0, 0))
+		if err != nil {
+			return classify("/v1/catalog/nodes", unwrapURL(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	byService := map[string][]sweepInstance{}
+	nodeModify := map[string]uint64{}
+	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
+		nodeModify[n.Node] = n.ModifyIndex
+		var list *api.CatalogNodeServiceList
+		err := f.c.read(ctx, func(ctx context.Context) (err error) {
+			list, _, err = f.c.api.Catalog().NodeServiceList(n.Node, f.opts(ctx, 0, 0))
+			if err != nil {
+				return classify("/v1/catalog/node-services/"+n.Node, unwrapURL(err))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if list == nil {
+			continue // the node left between the two reads
+		}
+		for _, s := range list.Services {
+			if s != nil {
+				byService[s.Service] = append(byService[s.Service], sweepInstance{n.Node, s.ID, s.ModifyIndex})
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for service, subs := range f.subs {
+		for s := range subs {
+			if s.sweepMoved(byService[service], nodeModify) {
+				s.signal(0)
+			}
+		}
+	}
+	return nil
+}
+
+// sweepMoved reports whether what a sweep saw of the service differs from
+// the subscription's last read.
+func (s *feedSub) sweepMoved(seen []sweepInstance, nodeModify map[string]uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.index == 0 {
+		return false // its first read is still to come
+	}
+	found := map[string]map[string]bool{}
+	for _, in := range seen {
+		if in.modify > s.index {
+			return true
+		}
+		if found[in.node] == nil {
+			found[in.node] = map[string]bool{}
+		}
+		found[in.node][in.id] = true
+	}
+	for node, ids := range s.ids {
+		if nodeModify[node] > s.index {
+			return true
+		}
+		for id := range ids {
+			if !found[node][id] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// read runs one non-watch request in one of the Client's maxReads slots,
+// with a deadline, so re-reads and sweeps never hold more connections.
+func (c *Client) read(ctx context.Context, do func(ctx context.Context) error) error {
+	select {
+	case c.reads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.reads }()
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	return do(ctx)
+}
+
+// readTimeout bounds one re-read or sweep request: a Consul that hangs must
+// not hold a read slot for a whole blocking wait.
+const readTimeout = 30 * time.Second
