@@ -145,7 +145,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
 		fetch:    fetch,
 		same:     sameHealth,
-		size: func(r healthResult) int { return len(r.ins) },
+		size:     func(r healthResult) int { return len(r.ins) },
 		// Only an empty answer is held: a partial set (anti-entropy
 		// registers one instance at a time) still serves, and any usable
 		// instance shows Consul has its state back.
