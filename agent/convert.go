@@ -193,6 +193,9 @@ func discoveryConfig(c *hcl.Consul) discovery.Config {
 		Address: c.Address, Scheme: c.Scheme, Token: c.Token, TokenFile: c.TokenFile,
 		Datacenter: c.Datacenter, Wait: c.Wait, Stale: c.Stale,
 		ResyncGrace: c.ResyncGrace,
+		// Always: one blocking query per service would need a connection
+		// each, and Consul's default limits allow 200 per client.
+		ChangeFeed: true,
 	}
 	if c.ResyncGrace == 0 {
 		dc.ResyncGrace = -1 // off; discovery's zero means its default
