@@ -287,7 +287,7 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 		wait:    func() time.Duration { return c.cfg.Wait },
 		changed: func(r T, index uint64, resync bool) {
 			if failures > 0 {
-				f.log.Info("consul change feed query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
+				f.log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
 				failures = 0
 			}
 			ok(index)
@@ -306,7 +306,8 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 				qe = classify(endpoint, err)
 			}
 			qe.hint = c.hint(qe)
-			f.log.Warn("consul change feed query failed; every watch keeps its last known instances",
+			// The message of a watch's own failure: operators grep for it.
+			f.log.Warn("consul query failed; keeping the last known instances",
 				"endpoint", endpoint, "status", qe.status, "reason", qe.reason, "error", qe.err, "attempt", attempt, "retry_in", retryIn)
 			failures = attempt
 			c.metrics.queryError(label, qe.reason)

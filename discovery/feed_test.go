@@ -242,3 +242,35 @@ func TestFeedOutageSendsNothingAndCatchesUp(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedConsulConnectionLimit: a Consul agent whose
+// http_max_conns_per_client leaves fewer connections than the feed may use
+// answers the extra ones 429 Too Many Requests. The reads that get it back
+// off and retry; every watch syncs, with a bounded number of 429s.
+func TestFeedConsulConnectionLimit(t *testing.T) {
+	t.Parallel()
+	const services = 60
+	a := consultest.Start(t, consultest.WithConfig("limits {\n  http_max_conns_per_client = 5\n}\n"))
+	for i := range services {
+		a.RegisterTTL(t, fmt.Sprintf("svc%d-a", i), fmt.Sprintf("svc%d", i), "10.0.0.1", 80, nil, nil)
+	}
+	m, sink := newMetrics(t)
+	c := newTestClient(t, a.Addr(), feedMode, func(cfg *Config) { cfg.Metrics = m })
+	ws := make([]*running, services)
+	for i := range services {
+		ws[i] = startWatch(t, c, Query{Service: fmt.Sprintf("svc%d", i)})
+	}
+	for i := range services {
+		ws[i].rec.waitIDs(t, fmt.Sprintf("svc%d-a", i))
+	}
+	var n429 float64
+	for _, name := range sink.counterNames() {
+		if strings.HasSuffix(name, ";reason=http_429") {
+			n429 += sink.counter(name)
+		}
+	}
+	t.Logf("429 answers: %v for %d services", n429, services)
+	if n429 > 10*services {
+		t.Fatalf("%v answers 429 for %d services: the reads do not back off", n429, services)
+	}
+}
