@@ -62,7 +62,7 @@ type statusBackend struct {
 
 // watchDoc is one Consul watch.
 type watchDoc struct {
-	Kind string `json:"kind"` // service | catalog
+	Kind string `json:"kind"` // service | catalog | feed
 	// Service and Query name a service watch (Query as its canonical key).
 	Service string `json:"service,omitempty"`
 	Query   string `json:"query"`
@@ -79,7 +79,8 @@ type watchDoc struct {
 	LastErrorReason  string     `json:"last_error_reason,omitempty"`
 	LastIndex        uint64     `json:"last_index"`
 	// Instances is the size of the last usable set (services for the
-	// catalog); NotPassing the instances its health policy left out.
+	// catalog, for a feed the services that follow it); NotPassing the
+	// instances its health policy left out.
 	Instances  int `json:"instances"`
 	NotPassing int `json:"not_passing"`
 	// Readiness are the /v1/ready reasons and degradations naming it.
@@ -230,6 +231,15 @@ func (d *discoverySet) report(now time.Time, maxStale time.Duration, readiness [
 			query += " filter=" + c.q.Filter
 		}
 		docs = append(docs, doc("catalog", "consul catalog", query, st, c.since, nil))
+	}
+	for _, f := range d.client.Feeds() {
+		query := f.Endpoint
+		if f.Datacenter != "" {
+			query += " dc=" + f.Datacenter
+		}
+		wd := doc("feed", "consul change feed", query, f.Status, now, nil)
+		wd.Instances = f.Services // the services that follow it
+		docs = append(docs, wd)
 	}
 	keys := make([]string, 0, len(d.watches))
 	for k := range d.watches {

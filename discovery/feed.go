@@ -501,3 +501,47 @@ func (f *feed) onIdle(ctx context.Context) {
 		f.sweep(ctx, "periodic")
 	}
 }
+
+// FeedStatus is the state of one change-feed query (Config.ChangeFeed), for
+// the status page.
+type FeedStatus struct {
+	// Endpoint is the query: "/v1/health/state/any?filter=Status != \"passing\""
+	// or "/v1/catalog/services".
+	Endpoint string
+	// Datacenter, Namespace and Partition are the feed's scope; empty means
+	// the agent's own.
+	Datacenter, Namespace, Partition string
+	// Status is the query's state; its Query and Catalog are zero.
+	Status WatchStatus
+	// Services is the number of services watched through the feed.
+	Services int
+}
+
+// Feeds returns the state of every running change-feed query, sorted by
+// scope, the checks query first.
+func (c *Client) Feeds() []FeedStatus {
+	c.mu.Lock()
+	feeds := slices.Collect(maps.Values(c.feeds))
+	c.mu.Unlock()
+	slices.SortFunc(feeds, func(a, b *feed) int {
+		return strings.Compare(a.scope.datacenter+"\x00"+a.scope.namespace+"\x00"+a.scope.partition,
+			b.scope.datacenter+"\x00"+b.scope.namespace+"\x00"+b.scope.partition)
+	})
+	var out []FeedStatus
+	for _, f := range feeds {
+		f.mu.Lock()
+		n := len(f.subs)
+		f.mu.Unlock()
+		for _, q := range []struct {
+			endpoint string
+			st       *watchState
+		}{{feedChecksEndpoint + "?filter=" + feedChecksFilter, &f.checksSt}, {feedCatalogEndpoint, &f.catalogSt}} {
+			q.st.mu.Lock()
+			st := q.st.st
+			q.st.mu.Unlock()
+			out = append(out, FeedStatus{Endpoint: q.endpoint, Datacenter: f.scope.datacenter, Namespace: f.scope.namespace,
+				Partition: f.scope.partition, Status: st, Services: n})
+		}
+	}
+	return out
+}

@@ -219,6 +219,10 @@ func TestFeedOutageSendsNothingAndCatchesUp(t *testing.T) {
 			t.Fatalf("status during the outage: %+v", st)
 		}
 	}
+	if fs := c.Feeds(); len(fs) != 2 || fs[0].Status.LastError == "" || fs[0].Services != 2 ||
+		!strings.HasPrefix(fs[0].Endpoint, "/v1/health/state/any?filter=") || fs[1].Endpoint != "/v1/catalog/services" {
+		t.Fatalf("feeds during the outage: %+v", fs)
+	}
 	if n := errorCount(sink) - sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/any;reason=transport") -
 		sink.counter("impulse.discovery.query.errors;service=feed:/v1/catalog/services;reason=transport"); n != 0 {
 		t.Fatalf("%v errors outside the feed queries during the outage: %v", n, sink.counterNames())

@@ -185,7 +185,7 @@ function renderWatches(doc) {
   const now = Date.parse(doc.time);
   document.getElementById("no-watches").hidden = doc.watches.length > 0;
   fill(document.querySelector("#watches tbody"), doc.watches.map((w) => el("tr", { class: "watch", "data-service": w.service || "" },
-    el("td", {}, w.kind === "catalog" ? "catalog" : w.service), el("td", { class: "mono" }, w.query),
+    el("td", {}, w.kind === "service" ? w.service : w.kind), el("td", { class: "mono" }, w.query),
     el("td", {}, w.upstreams.join(", ") || "—"), el("td", { class: w.synced ? "good" : "warn" }, w.synced ? "yes" : "no"),
     timeCell(w.last_success, now),
     el("td", { class: w.stale ? "bad" : "" }, dur(Math.round(w.staleness_seconds)) + (w.stale ? " (stale)" : "")),
