@@ -20,8 +20,8 @@ package discovery
 //     /v1/catalog/nodes and one /v1/catalog/node-services/<node> per node,
 //     compared with what each watch read last (an instance whose ModifyIndex
 //     is above the watch's X-Consul-Index, or one it knows that is gone).
-//     A sweep also runs after the feed recovers from a failure and once per
-//     wait period, so nothing can stay missed for longer.
+//     A sweep also runs once per wait period, so nothing can stay missed
+//     for longer.
 //
 // A moved service's watches re-read /v1/health/service/<name> with index=
 // (a blocking query that Consul answers at once, since the service's index
@@ -30,8 +30,10 @@ package discovery
 // state store's per-service index), which is what makes the re-read sound.
 //
 // While the feed fails, the watches keep their last set and send nothing:
-// their status carries the feed's error, and a sweep after recovery catches
-// up.
+// their status carries the feed's error. Once it recovers, each reads its
+// service afresh (index 0), as after a failure of its own: content is
+// compared, the resync grace applies, and a Consul that lost its state is
+// noticed even when its new indexes happen to equal the old ones.
 
 import (
 	"context"
@@ -113,11 +115,57 @@ type feed struct {
 	advanced  chan struct{}       // closed and replaced when checksIdx moves
 	touched   map[uint64][]string // raft index → services whose checks were written at it
 	services  map[string][]string // the last catalog answer; nil before the first
+	// failing: the queries whose last try failed. While any does, broke is
+	// closed (healed open); once none does, healed is closed.
+	failing        map[string]*queryError
+	broke, healed  chan struct{}
+}
+
+// feedDown is the error a watch's fetch returns when the feed fails: the
+// watch's loop then reads afresh (index 0) once the feed has recovered, as
+// after a failure of its own, so it compares content and notices a Consul
+// that lost its state (whose new indexes may equal the old ones).
+type feedDown struct{ err *queryError }
+
+func (e *feedDown) Error() string { return "change feed: " + e.err.Error() }
+func (e *feedDown) Unwrap() error { return e.err }
+
+// setFailing records the outcome of a feed query's try.
+func (f *feed) setFailing(endpoint string, qe *queryError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	was := len(f.failing) > 0
+	if qe != nil {
+		f.failing[endpoint] = qe
+	} else {
+		delete(f.failing, endpoint)
+	}
+	switch now := len(f.failing) > 0; {
+	case now && !was:
+		close(f.broke)
+		f.healed = make(chan struct{})
+	case !now && was:
+		close(f.healed)
+		f.broke = make(chan struct{})
+	}
+}
+
+// state returns the channel closed when the feed breaks and the one closed
+// when it heals (one of them is closed already), and its current error.
+func (f *feed) state() (broke, healed <-chan struct{}, err *queryError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, qe := range f.failing {
+		err = qe
+		break
+	}
+	return f.broke, f.healed, err
 }
 
 // feedSub is one watch's subscription.
 type feedSub struct {
 	service string
+	tags    []string // the watch's tag filter: a sweep ignores instances without them
 	moved   chan struct{} // capacity 1: "re-read"
 
 	mu    sync.Mutex
@@ -177,7 +225,9 @@ func (c *Client) acquireFeed(scope feedScope) *feed {
 		ctx, cancel := context.WithCancel(context.Background())
 		f = &feed{c: c, scope: scope, cancel: cancel, done: make(chan struct{}),
 			log:  c.cfg.Logger.With("feed", scope.datacenter+"/"+scope.namespace+"/"+scope.partition),
-			subs: map[string]map[*feedSub]struct{}{}, advanced: make(chan struct{}), touched: map[uint64][]string{}}
+			subs: map[string]map[*feedSub]struct{}{}, advanced: make(chan struct{}), touched: map[uint64][]string{},
+			failing: map[string]*queryError{}, broke: make(chan struct{}), healed: make(chan struct{})}
+		close(f.healed)
 		c.feeds[scope] = f
 		go f.run(ctx)
 	}
@@ -200,8 +250,8 @@ func (c *Client) releaseFeed(f *feed) {
 	}
 }
 
-func (f *feed) subscribe(service string) *feedSub {
-	s := &feedSub{service: service, moved: make(chan struct{}, 1)}
+func (f *feed) subscribe(service string, tags []string) *feedSub {
+	s := &feedSub{service: service, tags: tags, moved: make(chan struct{}, 1)}
 	f.mu.Lock()
 	if f.subs[service] == nil {
 		f.subs[service] = map[*feedSub]struct{}{}
@@ -274,6 +324,7 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 	label := "feed:" + endpoint
 	c := f.c
 	ok := func(index uint64) {
+		f.setFailing(endpoint, nil)
 		st.update(func(s *WatchStatus) {
 			s.Synced, s.LastSuccess, s.LastError, s.LastErrorReason, s.LastIndex = true, time.Now(), "", "", index
 		})
@@ -299,7 +350,14 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 				unchanged(ctx)
 			}
 		},
-		reset: func(sent, got uint64) { c.metrics.indexReset(label) },
+		reset: func(sent, got uint64) {
+			c.metrics.indexReset(label)
+			if sent > 0 && got < sent {
+				// A new Raft history (a restarted dev agent, a restore): what
+				// the watches read says nothing of it, so all read again.
+				f.moveAll()
+			}
+		},
 		failed: func(err error, attempt int, retryIn time.Duration) {
 			var qe *queryError
 			if !errors.As(err, &qe) {
@@ -312,6 +370,7 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 			failures = attempt
 			c.metrics.queryError(label, qe.reason)
 			st.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
+			f.setFailing(endpoint, qe)
 		},
 	}
 	_ = l.run(ctx)
@@ -424,6 +483,17 @@ func (f *feed) onChecks(_ context.Context, now map[checkKey]checkInfo, index uin
 	}
 }
 
+// moveAll moves every watch.
+func (f *feed) moveAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, subs := range f.subs {
+		for s := range subs {
+			s.signal(0)
+		}
+	}
+}
+
 // signalLocked moves every watch of service. f.mu is held.
 func (f *feed) signalLocked(service string, want uint64) {
 	for s := range f.subs[service] {
@@ -451,11 +521,9 @@ func (f *feed) onServices(ctx context.Context, now map[string][]string, index ui
 		}
 	}
 	f.mu.Unlock()
-	switch {
-	case old == nil && !resync:
-		return // the baseline
-	case resync:
-		f.sweep(ctx, "the change feed recovered")
+	if old == nil || resync {
+		// The baseline, or the first answer after a failure: every watch
+		// reads afresh after a feed failure (feedDown).
 		return
 	}
 	if services, ok := f.attribute(ctx, index); ok {

@@ -10,24 +10,42 @@ import (
 // wait until the feed moves the service, or a move promised a newer index
 // than the last read returned (a server behind, with stale reads); then the
 // service is re-read with index= and a short wait, in one of the Client's
-// read slots. A wait that expires with nothing moved is answered as
-// "unchanged" without a request while the feed is healthy; while it fails
-// the watch keeps waiting and sends nothing (the feed's recovery moves what
-// changed meanwhile).
+// read slots. A wait shorter than Config.Wait (the resync grace holds an
+// answer) re-reads when it expires. A full wait that expires with nothing
+// moved is answered as "unchanged" without a request. When the feed fails,
+// the fetch fails with feedDown: the loop backs off, and its read afresh
+// waits until the feed recovers.
 func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *feed, sub *feedSub, index uint64, wait time.Duration) (healthResult, uint64, error) {
+	broke, healed, ferr := f.state()
+	if index == 0 && ferr != nil {
+		// A read afresh after the feed failed: wait until it recovers,
+		// so a Consul outage costs no request per service.
+		select {
+		case <-healed:
+		case <-ctx.Done():
+			return healthResult{}, 0, ctx.Err()
+		}
+	}
 	if index > 0 && !sub.behind() {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
 	waiting:
 		for {
 			select {
+			case <-broke:
+				if _, _, err := f.state(); err != nil {
+					return healthResult{}, 0, &feedDown{err}
+				}
+				broke, _, _ = f.state() // it healed meanwhile
 			case <-sub.moved:
 				break waiting
 			case <-timer.C:
-				if ok, _, _, _ := f.healthy(); ok {
-					return healthResult{}, index, nil
+				if wait < c.cfg.Wait {
+					// A shortened wait (the resync grace holds an answer):
+					// ask Consul again, as a blocking query would have.
+					break waiting
 				}
-				timer.Reset(wait)
+				return healthResult{}, index, nil
 			case <-ctx.Done():
 				return healthResult{}, 0, ctx.Err()
 			}

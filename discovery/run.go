@@ -152,6 +152,15 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 			c.metrics.indexReset(spec.label)
 		},
 		failed: func(err error, attempt int, retryIn time.Duration) {
+			var fd *feedDown
+			if errors.As(err, &fd) {
+				// The feed logged and counted it; the watch reads again
+				// once the feed recovers.
+				log.Debug("the change feed failed; waiting for it to recover", "error", fd.err)
+				failures = attempt
+				w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = fd.Error(), fd.err.reason })
+				return
+			}
 			var qe *queryError
 			if !errors.As(err, &qe) {
 				qe = classify(endpoint, err)

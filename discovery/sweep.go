@@ -14,6 +14,7 @@ const sweepAttempts = 3
 // sweepInstance is one service instance as a sweep saw it.
 type sweepInstance struct {
 	node, id string
+	tags     []string
 	modify   uint64
 }
 
@@ -90,7 +91,7 @@ func (f *feed) sweepOnce(ctx context.Context) error {
 		}
 		for _, s := range list.Services {
 			if s != nil {
-				byService[s.Service] = append(byService[s.Service], sweepInstance{n.Node, s.ID, s.ModifyIndex})
+				byService[s.Service] = append(byService[s.Service], sweepInstance{n.Node, s.ID, s.Tags, s.ModifyIndex})
 			}
 		}
 	}
@@ -107,7 +108,9 @@ func (f *feed) sweepOnce(ctx context.Context) error {
 }
 
 // sweepMoved reports whether what a sweep saw of the service differs from
-// the subscription's last read.
+// the subscription's last read: an instance it does not know (with its
+// tags), one modified since, one on a node modified since, or one it knows
+// that is gone.
 func (s *feedSub) sweepMoved(seen []sweepInstance, nodeModify map[string]uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +119,10 @@ func (s *feedSub) sweepMoved(seen []sweepInstance, nodeModify map[string]uint64)
 	}
 	found := map[string]map[string]bool{}
 	for _, in := range seen {
-		if in.modify > s.index {
+		if !hasAllTags(in.tags, s.tags) {
+			continue
+		}
+		if in.modify > s.index || !s.ids[in.node][in.id] {
 			return true
 		}
 		if found[in.node] == nil {

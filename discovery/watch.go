@@ -125,7 +125,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 	if c.cfg.ChangeFeed {
 		f := c.acquireFeed(scopeOf(q))
 		defer c.releaseFeed(f)
-		sub := f.subscribe(q.Service)
+		sub := f.subscribe(q.Service, q.Tags)
 		defer f.unsubscribe(sub)
 		w.feed = f
 		fetch = func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
