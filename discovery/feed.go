@@ -117,8 +117,8 @@ type feed struct {
 	services  map[string][]string // the last catalog answer; nil before the first
 	// failing: the queries whose last try failed. While any does, broke is
 	// closed (healed open); once none does, healed is closed.
-	failing        map[string]*queryError
-	broke, healed  chan struct{}
+	failing       map[string]*queryError
+	broke, healed chan struct{}
 }
 
 // feedDown is the error a watch's fetch returns when the feed fails: the
@@ -165,7 +165,7 @@ func (f *feed) state() (broke, healed <-chan struct{}, err *queryError) {
 // feedSub is one watch's subscription.
 type feedSub struct {
 	service string
-	tags    []string // the watch's tag filter: a sweep ignores instances without them
+	tags    []string      // the watch's tag filter: a sweep ignores instances without them
 	moved   chan struct{} // capacity 1: "re-read"
 
 	mu    sync.Mutex
