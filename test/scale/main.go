@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,7 @@ type options struct {
 	keep                bool
 	verbose             bool
 	out                 io.Writer // the report; os.Stdout from the command line
+	args                string    // the flags that reproduce the run, for the report
 }
 
 // flags registers the benchmark's flags on fs with the full run's defaults.
@@ -125,6 +127,7 @@ func main() {
 	quick := fs.Bool("quick", false, "CI-sized preset: -services 1000 -wait 2s -idle 10s -duration 3s -baseline 3s -ready-timeout 45s -churn 0 (explicit flags win)")
 	o.flags(fs)
 	_ = fs.Parse(os.Args[1:])
+	o.args = strings.Join(os.Args[1:], " ")
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

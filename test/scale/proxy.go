@@ -82,6 +82,12 @@ func startProxy(consulAddr string) (*countingProxy, error) {
 				p.mu.Unlock()
 				resp.Body = &countingBody{ReadCloser: resp.Body, p: p, r: r}
 			}
+			if resp.StatusCode == http.StatusTooManyRequests {
+				// Consul's connection limit answers 429 and closes the
+				// connection: close the agent's too, as talking to
+				// Consul directly would.
+				resp.Header.Set("Connection", "close")
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
@@ -90,6 +96,10 @@ func startProxy(consulAddr string) (*countingProxy, error) {
 				r.end, r.status = time.Now(), http.StatusBadGateway
 				p.mu.Unlock()
 			}
+			// Consul refused or dropped the connection (its connection
+			// limit closes new ones, sometimes before the request is
+			// read): close the agent's as well.
+			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}

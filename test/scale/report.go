@@ -63,8 +63,12 @@ func (r *result) report(w io.Writer) {
 	p("  %d services × %d instances (%d TTL checks on one Consul v1.14 dev node, %s), consul.wait %s, %d CPUs, %s",
 		n, o.instances, n*o.instances, limit, o.wait, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
 	p("  load average at start / end: %s / %s (the CPUs are shared with whatever else runs)", r.loadStart, loadavg())
-	p("  registration %s; Consul CPU without the agent %.2f s over %s (%.1f%% of one core)",
-		r.regTook.Round(time.Millisecond), r.baselineConsulCPU, o.baseline, pctCore(r.baselineConsulCPU, o.baseline))
+	base := "not measured (-baseline 0)"
+	if o.baseline > 0 {
+		base = fmt.Sprintf("%.2f s over %s (%.1f%% of one core)", r.baselineConsulCPU, o.baseline, pctCore(r.baselineConsulCPU, o.baseline))
+	}
+	p("  Consul start → every instance passing in the catalog %s (registered by its configuration); Consul CPU without the agent %s",
+		r.regTook.Round(time.Millisecond), base)
 	r.reportStartup(p)
 	if r.ready {
 		r.reportIdle(p)
@@ -77,10 +81,11 @@ func (r *result) report(w io.Writer) {
 		p("  %-26s most open at once %5d, opened %5d", ph.name, ph.maxOpen, ph.opened)
 	}
 	p("  replies by status over the run: %s (%s requests, %s from Consul)", statusText(r.all.statuses), thousands(r.all.total), mib(r.all.bytes))
+	p("  (429: Consul's connection limit or rate limit; 502: the proxy's own answer when Consul refused or dropped the connection; blocked: no reply yet at the end)")
 	p("")
 	r.table(w)
 	p("")
-	p("reproduce: go run ./test/scale %s   (total %s)", strings.Join(os.Args[1:], " "), r.total.Round(time.Second))
+	p("reproduce: go run ./test/scale %s   (total %s)", r.o.args, r.total.Round(time.Second))
 }
 
 func (r *result) reportStartup(p func(string, ...any)) {
@@ -94,9 +99,12 @@ func (r *result) reportStartup(p func(string, ...any)) {
 	}
 	p("  cold-start requests       %s in %s: mean %.0f/s, busiest 1 s %s", thousands(r.cold.n), r.cold.span.Round(time.Millisecond),
 		r.cold.mean(), thousands(r.cold.busiest))
-	settle := fmt.Sprintf("settled %s later", r.settleTook.Round(time.Millisecond))
-	if r.settleErr != nil {
+	settle := "not waited for"
+	switch {
+	case r.settleErr != nil:
 		settle = r.settleErr.Error()
+	case r.ready:
+		settle = fmt.Sprintf("settled %s later", r.settleTook.Round(time.Millisecond))
 	}
 	p("  requests until settled    %s (%d with index=; %s); replies %s; %s from Consul",
 		thousands(s.total), s.withIndex, settle, statusText(s.statuses), mib(s.bytes))
