@@ -122,3 +122,11 @@ func (b *bench) churnWindow() (*churnResult, error) {
 	r.end = b.ag.sample(true)
 	return r, nil
 }
+
+// rates is the churn's add/remove and flip rates, measured and nominal.
+func (r *churnResult) rates(o options) string {
+	events := r.removed + r.restored + r.extraAdded + r.extraRemoved
+	sec := max(r.dur.Seconds(), 1e-9)
+	return fmt.Sprintf("%.1f services added or removed per second (nominal %.1f), %.1f flips per second (nominal %.1f)",
+		float64(events)/sec, 1/o.churnEvery.Seconds(), float64(r.flips)/sec, 1/o.flip.Seconds())
+}

@@ -34,9 +34,11 @@ func (r *record) changed() bool {
 // proxy during it.
 type phase struct {
 	name       string
-	start, end time.Time // end is zero for the current phase
-	maxOpen    int       // most connections open at once (those open when it began included)
-	opened     int       // connections the agent opened
+	start, end time.Time   // end is zero for the current phase
+	maxOpen    int         // most connections open at once (those open when it began included)
+	opened     int         // connections the agent opened
+	openAtEnd  int         // connections open when it ended (the current phase: now)
+	statuses   map[int]int // replies to the requests that arrived in it, by status (filled by run)
 }
 
 // countingProxy forwards every request to Consul and records it, and counts
@@ -141,7 +143,8 @@ func (p *countingProxy) mark(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	p.phases[len(p.phases)-1].end = now
+	cur := p.phases[len(p.phases)-1]
+	cur.end, cur.openAtEnd = now, p.open
 	p.phases = append(p.phases, &phase{name: name, start: now, maxOpen: p.open})
 }
 
@@ -154,6 +157,7 @@ func (p *countingProxy) phaseList() []phase {
 	for i, ph := range p.phases {
 		out[i] = *ph
 	}
+	out[len(out)-1].openAtEnd = p.open
 	return out
 }
 

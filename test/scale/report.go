@@ -76,9 +76,9 @@ func (r *result) report(w io.Writer) {
 		r.reportChurn(p)
 	}
 	p("")
-	p("connections from the agent to Consul (counting proxy, http.Server.ConnState), per phase")
+	p("connections from the agent to Consul (counting proxy, http.Server.ConnState), and replies by status, per phase")
 	for _, ph := range r.phases {
-		p("  %-26s most open at once %5d, opened %5d", ph.name, ph.maxOpen, ph.opened)
+		p("  %-26s most open at once %5d, opened %5d, open at its end %5d; replies %s", ph.name, ph.maxOpen, ph.opened, ph.openAtEnd, statusText(ph.statuses))
 	}
 	p("  replies by status over the run: %s (%s requests, %s from Consul)", statusText(r.all.statuses), thousands(r.all.total), mib(r.all.bytes))
 	p("  (429: Consul's connection limit or rate limit; 502: the proxy's own answer when Consul refused or dropped the connection; blocked: no reply yet at the end)")
@@ -185,6 +185,7 @@ func (r *result) reportChurn(p func(string, ...any)) {
 	p("")
 	p("churn %s: %d watched services deregistered, %d registered again; %d unwatched services added, %d removed; %d check flips",
 		c.dur.Round(time.Millisecond), c.removed, c.restored, c.extraAdded, c.extraRemoved, c.flips)
+	p("  rates                     %s; the Consul API calls are made one at a time, so a slow Consul lowers them", c.rates(r.o))
 	p("  at the end                %d watched services deregistered, %d unwatched registered (at most %d of each)", c.absentEnd, c.extrasEnd, c.slack)
 	changes := c.removed + c.restored + c.extraAdded + c.extraRemoved + c.flips
 	p("  requests to Consul        %s = %.2f per change (%d re-issued after a wait expiry not counted); replies %s; %s from Consul",

@@ -150,6 +150,12 @@ func run(o options) (*result, error) {
 	// --- Startup, then the measured phases; the report covers what ran.
 	err = b.phases(agentStart, cert.Pool)
 	res.phases = b.proxy.phaseList()
+	for i, ph := range res.phases {
+		if ph.end.IsZero() {
+			ph.end = time.Now()
+		}
+		res.phases[i].statuses = b.proxy.summarize(ph.start, ph.end).statuses
+	}
 	res.all = b.proxy.summarize(began, time.Now().Add(time.Hour))
 	res.total = time.Since(began)
 	if err != nil {

@@ -64,8 +64,8 @@ func (r *result) table(w io.Writer) {
 		row("final routing equals Consul's (after the flips)", routingText(*r.final), "equal", judge(len(r.final.mismatches) == 0))
 	}
 	if ch := r.churn; ch != nil {
-		row(fmt.Sprintf("churn %s", ch.dur.Round(time.Second)), fmt.Sprintf("%d watched services removed, %d back; %d unwatched added, %d removed; %d flips",
-			ch.removed, ch.restored, ch.extraAdded, ch.extraRemoved, ch.flips), "—", "")
+		row(fmt.Sprintf("churn %s", ch.dur.Round(time.Second)), fmt.Sprintf("%d watched services removed, %d back; %d unwatched added, %d removed; %d flips (%s)",
+			ch.removed, ch.restored, ch.extraAdded, ch.extraRemoved, ch.flips, ch.rates(o)), "—", "")
 		for _, g := range churnGrowth(ch.start, ch.end) {
 			row("churn: gateway "+g.name+", start → end", g.String(), "flat", judge(g.flat()))
 		}
