@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -47,10 +48,15 @@ type countingProxy struct {
 	ln  net.Listener
 	srv *http.Server
 
-	mu     sync.Mutex
-	recs   []*record
-	open   int      // connections open now
-	phases []*phase // the last one is current
+	mu       sync.Mutex
+	recs     []*record
+	open     int                          // connections open now
+	phases   []*phase                     // the last one is current
+	upstream map[net.Conn]*http.Transport // per agent connection (perConn)
+	// refusedEarly counts net/http's "Unsolicited response received on
+	// idle HTTP channel": Consul's connection limit wrote its 429 on a
+	// new connection before the request was sent (see logFilter).
+	refusedEarly int
 }
 
 type recKey struct{}
@@ -63,19 +69,11 @@ func startProxy(consulAddr string) (*countingProxy, error) {
 		return nil, err
 	}
 	target := &url.URL{Scheme: "http", Host: consulAddr}
-	p := &countingProxy{ln: ln, phases: []*phase{{name: "before the agent", start: time.Now()}}}
+	p := &countingProxy{ln: ln, phases: []*phase{{name: "before the agent", start: time.Now()}},
+		upstream: map[net.Conn]*http.Transport{}}
 	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		// One connection per outstanding request; keep them all reusable
-		// so that the proxy adds no connection churn. Its connections to
-		// Consul follow the agent's: Consul's per-client limit sees about
-		// as many as the agent opens.
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConns:        0,
-			MaxIdleConnsPerHost: 8192,
-			IdleConnTimeout:     15 * time.Minute,
-		},
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: perConn{},
 		ModifyResponse: func(resp *http.Response) error {
 			if r, ok := resp.Request.Context().Value(recKey{}).(*record); ok {
 				idx, _ := strconv.ParseUint(resp.Header.Get("X-Consul-Index"), 10, 64)
@@ -116,14 +114,33 @@ func startProxy(consulAddr string) (*countingProxy, error) {
 			rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), recKey{}, r)))
 		}),
 		ConnState: p.connState,
+		// Each connection of the agent gets a connection of its own to
+		// Consul (perConn), so that Consul's per-client connection limit
+		// sees what it would see without the proxy: a shared pool would
+		// dial ahead and park connections, on which Consul's limit
+		// answers 429 before any request.
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			tr := &http.Transport{
+				DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+				MaxConnsPerHost:     1,
+				MaxIdleConnsPerHost: 1,
+				IdleConnTimeout:     15 * time.Minute,
+				DisableCompression:  true, // relay Accept-Encoding and the body as they are
+			}
+			p.mu.Lock()
+			p.upstream[c] = tr
+			p.mu.Unlock()
+			return context.WithValue(ctx, connKey{}, tr)
+		},
 	}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
 }
 
 // connState counts the agent's connections: StateNew opens one, StateClosed
-// (and StateHijacked, which this proxy never does) closes it.
-func (p *countingProxy) connState(_ net.Conn, s http.ConnState) {
+// (and StateHijacked, which this proxy never does) closes it, and its
+// connection to Consul.
+func (p *countingProxy) connState(c net.Conn, s http.ConnState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch s {
@@ -134,7 +151,23 @@ func (p *countingProxy) connState(_ net.Conn, s http.ConnState) {
 		ph.maxOpen = max(ph.maxOpen, p.open)
 	case http.StateClosed, http.StateHijacked:
 		p.open--
+		if tr := p.upstream[c]; tr != nil {
+			tr.CloseIdleConnections()
+			delete(p.upstream, c)
+		}
 	}
+}
+
+// connKey is the context key of the agent connection's own transport.
+type connKey struct{}
+
+// perConn sends a request over the transport of the agent connection it
+// came on (one connection to Consul at most: the agent's HTTP/1.1
+// connection carries one request at a time).
+type perConn struct{}
+
+func (perConn) RoundTrip(req *http.Request) (*http.Response, error) {
+	return req.Context().Value(connKey{}).(*http.Transport).RoundTrip(req)
 }
 
 // mark ends the current phase and begins one named name, whose maximum
@@ -188,3 +221,33 @@ func (b *countingBody) Read(buf []byte) (int, error) {
 func (p *countingProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *countingProxy) close() { _ = p.srv.Close() }
+
+// unsolicited is the start of what net/http's Transport logs when a
+// connection receives bytes before any request was sent on it.
+var unsolicited = []byte("Unsolicited response received on idle HTTP channel")
+
+// logFilter is the standard logger's output during a run: it counts the
+// Transport's unsolicited-response lines (thousands of them when Consul's
+// connection limit refuses the agent) and passes every other line to next.
+type logFilter struct {
+	p    *countingProxy
+	next io.Writer
+}
+
+func (f logFilter) Write(b []byte) (int, error) {
+	if bytes.Contains(b, unsolicited) {
+		f.p.mu.Lock()
+		f.p.refusedEarly++
+		f.p.mu.Unlock()
+		return len(b), nil
+	}
+	return f.next.Write(b)
+}
+
+// refusedBeforeRequest returns how many connections to Consul got their
+// answer before their request (logFilter).
+func (p *countingProxy) refusedBeforeRequest() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusedEarly
+}

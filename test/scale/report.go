@@ -82,6 +82,7 @@ func (r *result) report(w io.Writer) {
 	}
 	p("  replies by status over the run: %s (%s requests, %s from Consul)", statusText(r.all.statuses), thousands(r.all.total), mib(r.all.bytes))
 	p("  (429: Consul's connection limit or rate limit; 502: the proxy's own answer when Consul refused or dropped the connection; blocked: no reply yet at the end)")
+	p("  connections to Consul answered before their request was sent (its connection limit's 429 on connect): %s", thousands(r.refusedEarly))
 	p("")
 	r.table(w)
 	p("")

@@ -42,6 +42,9 @@ type result struct {
 
 	phases []phase        // the proxy's phases and the agent's connections in each
 	all    requestSummary // every request of the run
+	// refusedEarly counts connections to Consul answered before their
+	// request was sent (its connection limit's 429 on connect).
+	refusedEarly int
 }
 
 // maxConns is the most TCP connections the agent held open to Consul (the

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -125,6 +126,9 @@ func run(o options) (*result, error) {
 		return nil, err
 	}
 	defer b.proxy.close()
+	prevLog := log.Writer()
+	log.SetOutput(logFilter{p: b.proxy, next: prevLog})
+	defer log.SetOutput(prevLog)
 	cert, certFile, keyFile, err := writeCert(dir)
 	if err != nil {
 		return nil, err
@@ -149,6 +153,7 @@ func run(o options) (*result, error) {
 
 	// --- Startup, then the measured phases; the report covers what ran.
 	err = b.phases(agentStart, cert.Pool)
+	res.refusedEarly = b.proxy.refusedBeforeRequest()
 	res.phases = b.proxy.phaseList()
 	for i, ph := range res.phases {
 		if ph.end.IsZero() {

@@ -33,7 +33,7 @@ func (r *result) table(w io.Writer) {
 	}
 	row("max concurrent connections from the gateway to Consul", fmt.Sprintf("%d (%s)", r.maxConns(), r.connsByPhase()),
 		fmt.Sprintf("≤ %d", maxConnsTarget), judge(r.maxConns() <= maxConnsTarget))
-	row("Consul replies by status (whole run)", statusText(r.all.statuses), "no 429", judge(r.all.statuses[429] == 0))
+	row("Consul replies by status (whole run; 502: refused on connect)", statusText(r.all.statuses), "no 429", judge(r.all.statuses[429] == 0))
 	row("cold start: requests to Consul per second", fmt.Sprintf("mean %.0f/s, busiest 1 s: %s (%s requests in %s)",
 		r.cold.mean(), thousands(r.cold.busiest), thousands(r.cold.n), secs(r.cold.span)), "—", "")
 	if !r.ready {
