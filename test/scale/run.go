@@ -344,13 +344,18 @@ func servicesHCL(o options, ports []int) string {
 }
 
 // waitCatalog waits until n service checks are passing in the catalog.
+// Consul's sync slows down as the node fills (10,000 instances took 1.5 to
+// 2 minutes on 2 shared cores, more when others load them), so the wait
+// allows 2 minutes plus 30 s per 1,000 instances.
 func waitCatalog(cc *api.Client, n int) error {
-	return waitUntil(2*time.Minute, 100*time.Millisecond, func() bool {
+	got := 0
+	timeout := 2*time.Minute + time.Duration(n)*30*time.Millisecond
+	err := waitUntil(timeout, 100*time.Millisecond, func() bool {
 		checks, _, err := cc.Health().State(api.HealthPassing, nil)
 		if err != nil {
 			return false
 		}
-		got := 0
+		got = 0
 		for _, c := range checks {
 			if strings.HasPrefix(c.ServiceName, "svc") {
 				got++
@@ -358,6 +363,10 @@ func waitCatalog(cc *api.Client, n int) error {
 		}
 		return got == n
 	})
+	if err != nil {
+		return fmt.Errorf("%d of %d instances passing in the catalog: %w", got, n, err)
+	}
+	return nil
 }
 
 // waitUntil polls cond every every until it holds or timeout passes.
