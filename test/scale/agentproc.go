@@ -32,6 +32,8 @@ func buildAgent(dir string) (string, error) {
 }
 
 // agentConfig is one upstream per service, fed by Consul through the proxy.
+// The control API serves /debug/pprof/ (enable_debug) so that the churn's
+// samples can force a collection (procstats.go).
 func agentConfig(o options, consulAddr, certFile, keyFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `drain_timeout = "2s"
@@ -42,7 +44,8 @@ consul {
 }
 
 control {
-  address = "127.0.0.1:0"
+  address      = "127.0.0.1:0"
+  enable_debug = true
 }
 
 listener "public" {

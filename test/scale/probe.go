@@ -110,7 +110,7 @@ type flipResult struct {
 	remaining   int       // passing instances of the service after the flip
 	t0, t1      time.Time // API call sent / returned
 	converged   time.Time // zero when the routing never followed
-	consulReply time.Time // first changed blocking-query reply through the proxy after t0
+	consulReply time.Time // first reply on the service's path carrying the change, through the proxy, after t0
 	probes      int       // probe requests sent
 	rtts        []time.Duration
 	errors      int

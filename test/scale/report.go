@@ -2,31 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 )
-
-type reportData struct {
-	regTook, startupTook time.Duration
-	startupReqs          requestSummary
-	startupCPU           float64
-
-	idleReqs               requestSummary
-	idleCPU, idleConsulCPU float64
-
-	calCPUPerReq float64
-	calRTT       []time.Duration
-
-	quiet, probed *windowResult // quiet is nil with -cpu-window=false
-
-	mismatches []string
-	total      time.Duration
-	build      string
-	loadStart  string
-}
 
 // loadavg returns the 1-minute load average from /proc/loadavg.
 func loadavg() string {
@@ -63,138 +45,229 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-func report(o options, r reportData) {
-	w := os.Stdout
+// pctCore is CPU seconds over a window as a percentage of one core.
+func pctCore(cpu float64, window time.Duration) float64 {
+	return 100 * cpu / max(window.Seconds(), 1e-9)
+}
+
+// report prints the details of every phase that ran, then the summary
+// table (table.go).
+func (r *result) report(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	n := o.services
-	p("impulse-agent Consul scale benchmark (B06), agent built from %s", r.build)
-	p("  %d services × %d instances (%d TTL checks on one Consul v1.14 dev node), consul.wait %s, %d CPUs, %s",
-		n, o.instances, n*o.instances, o.wait, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
-	p("  load average at start / end: %s / %s (the CPUs are shared with whatever else runs)", r.loadStart, loadavg())
-	p("  registration %s; agent start → every upstream complete %s, %d requests to Consul (%d with index=), agent CPU %.2f s",
-		r.regTook.Round(time.Millisecond), r.startupTook.Round(time.Millisecond), r.startupReqs.total, r.startupReqs.withIndex, r.startupCPU)
-
-	idleOK := true
-	idleRate := 0.0 // agent CPU seconds per second when idle
-	if o.idle > 0 {
-		periods := float64(o.idle) / float64(o.wait)
-		perSvc := float64(r.idleReqs.total) / float64(n)
-		perPeriod := perSvc / periods
-		idleOK = perPeriod <= 1.0
-		idleRate = r.idleCPU / o.idle.Seconds()
-		ir := r.idleReqs
-		p("")
-		p("idle window %s (%.2f wait periods)", o.idle, periods)
-		p("  requests to Consul        %d = %.2f per service in the window = %.2f per service per wait period",
-			ir.total, perSvc, perPeriod)
-		p("    sent after              %d wait expiries, %d changes, %d failures; %d first requests; %d with index=",
-			ir.afterExpiry, ir.afterChange, ir.afterFailure, ir.first, ir.withIndex)
-		p("  agent CPU                 %.2f s (%.2f%% of one core)   consul CPU %.2f s", r.idleCPU, 100*idleRate, r.idleConsulCPU)
+	o, n := r.o, r.o.services
+	limit := "stock limits (http_max_conns_per_client 200)"
+	if o.consulMaxConns > 0 {
+		limit = fmt.Sprintf("limits.http_max_conns_per_client = %d", o.consulMaxConns)
 	}
+	p("impulse-agent Consul scale benchmark (B06), agent built from %s", r.build)
+	p("  %d services × %d instances (%d TTL checks on one Consul v1.14 dev node, %s), consul.wait %s, %d CPUs, %s",
+		n, o.instances, n*o.instances, limit, o.wait, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
+	p("  load average at start / end: %s / %s (the CPUs are shared with whatever else runs)", r.loadStart, loadavg())
+	base := "not measured (-baseline 0)"
+	if o.baseline > 0 {
+		base = fmt.Sprintf("%.2f s over %s (%.1f%% of one core)", r.baselineConsulCPU, o.baseline, pctCore(r.baselineConsulCPU, o.baseline))
+	}
+	p("  Consul start → every instance passing in the catalog %s (registered by its configuration); Consul CPU without the agent %s",
+		r.regTook.Round(time.Millisecond), base)
+	r.reportStartup(p)
+	if r.ready {
+		r.reportIdle(p)
+		r.reportWindows(p)
+		r.reportChurn(p)
+	}
+	p("")
+	p("connections from the agent to Consul (counting proxy, http.Server.ConnState), and replies by status, per phase")
+	for _, ph := range r.phases {
+		p("  %-26s most open at once %5d, opened %5d, open at its end %5d; replies %s", ph.name, ph.maxOpen, ph.opened, ph.openAtEnd, statusText(ph.statuses))
+	}
+	p("  replies by status over the run: %s (%s requests, %s from Consul)", statusText(r.all.statuses), thousands(r.all.total), mib(r.all.bytes))
+	p("  (429: Consul's connection limit or rate limit; 502: the proxy's own answer when Consul refused or dropped the connection; blocked: no reply yet at the end)")
+	p("  connections to Consul answered before their request was sent (its connection limit's 429 on connect): %s", thousands(r.refusedEarly))
+	p("")
+	r.table(w)
+	p("")
+	p("reproduce: go run ./test/scale %s   (total %s)", r.o.args, r.total.Round(time.Second))
+}
 
+func (r *result) reportStartup(p func(string, ...any)) {
+	s := r.startupReqs
+	p("")
+	if !r.ready {
+		p("startup: %s", r.notReady)
+	} else {
+		p("startup: /v1/ready after %s, every upstream complete after %s; agent CPU %.2f s",
+			r.readyIn.Round(time.Millisecond), r.completeIn.Round(time.Millisecond), r.startupCPU)
+	}
+	p("  cold-start requests       %s in %s: mean %.0f/s, busiest 1 s %s", thousands(r.cold.n), r.cold.span.Round(time.Millisecond),
+		r.cold.mean(), thousands(r.cold.busiest))
+	settle := "not waited for"
+	switch {
+	case r.settleErr != nil:
+		settle = r.settleErr.Error()
+	case r.ready:
+		settle = fmt.Sprintf("settled %s later", r.settleTook.Round(time.Millisecond))
+	}
+	p("  requests until settled    %s (%d with index=; %s); replies %s; %s from Consul",
+		thousands(s.total), s.withIndex, settle, statusText(s.statuses), mib(s.bytes))
+	p("  agent RSS                 %s at start, %s after startup; %d goroutines, %d descriptors after startup",
+		mib(r.atStart.rss), mib(r.atReady.rss), r.atReady.goroutines, r.atReady.fds)
+}
+
+func (r *result) reportIdle(p func(string, ...any)) {
+	o := r.o
+	if o.idle <= 0 {
+		return
+	}
+	ir := r.idleReqs
+	periods := float64(o.idle) / float64(o.wait)
+	perSvc := float64(ir.total) / float64(o.services)
+	p("")
+	p("idle window %s (%.2f wait periods)", o.idle, periods)
+	p("  requests to Consul        %d = %.2f per service in the window = %.2f per service per wait period; %s from Consul",
+		ir.total, perSvc, perSvc/periods, mib(ir.bytes))
+	p("    sent after              %d wait expiries, %d changes, %d failures; %d first requests; %d with index=",
+		ir.afterExpiry, ir.afterChange, ir.afterFailure, ir.first, ir.withIndex)
+	p("  agent CPU                 %.2f s (%.2f%% of one core)", r.idleCPU, pctCore(r.idleCPU, o.idle))
+	p("  Consul CPU                %.2f s (%.2f%% of one core)", r.idleConsulCPU, pctCore(r.idleConsulCPU, o.idle))
+}
+
+func (r *result) reportWindows(p func(string, ...any)) {
+	o := r.o
+	idleRate := 0.0
+	if o.idle > 0 {
+		idleRate = r.idleCPU / o.idle.Seconds()
+	}
 	if q := r.quiet; q != nil {
 		p("")
 		p("flip window without probes %s: %d flips", q.flipping.Round(time.Millisecond), len(q.flips))
 		windowReport(p, o, q)
 		net := max(0, q.cpu-idleRate*q.window.Seconds())
 		p("  agent CPU                 %.2f s over %s (%.1f%% of one core); minus the idle rate: %.2f s = %.1f ms per change",
-			q.cpu, q.window.Round(time.Millisecond), 100*q.cpu/q.window.Seconds(), net, 1000*net/float64(max(1, len(q.flips))))
-		p("  consul CPU                %.2f s", q.consulCPU)
+			q.cpu, q.window.Round(time.Millisecond), pctCore(q.cpu, q.window), net, 1000*net/float64(max(1, len(q.flips))))
+		p("  Consul CPU                %.2f s", q.consulCPU)
 	}
-
 	pr := r.probed
-	var conv, conv0, consulPart, agentPart, adds, removes, api, rtts []time.Duration
-	notConverged, probes, probeErrs := 0, 0, 0
-	for _, f := range pr.flips {
-		api = append(api, f.t1.Sub(f.t0))
-		probes += f.probes
-		probeErrs += f.errors
-		rtts = append(rtts, f.rtts...)
-		if f.converged.IsZero() {
-			notConverged++
-			continue
-		}
-		c := max(0, f.converged.Sub(f.t1))
-		conv = append(conv, c)
-		conv0 = append(conv0, f.converged.Sub(f.t0))
-		if f.toPassing {
-			adds = append(adds, c)
-		} else {
-			removes = append(removes, c)
-		}
-		if !f.consulReply.IsZero() {
-			consulPart = append(consulPart, f.consulReply.Sub(f.t0))
-			agentPart = append(agentPart, max(0, f.converged.Sub(f.consulReply)))
-		}
-	}
+	c := convergence(pr)
 	p("")
 	p("flip window with convergence probes %s: %d flips (%d ticks skipped: every service busy)",
 		pr.flipping.Round(time.Millisecond), len(pr.flips), pr.skipped)
 	windowReport(p, o, pr)
-	p("  convergence               %s   (check API call returned → routing changed)", dist(conv))
-	p("    removals                %s", dist(removes))
-	p("    additions               %s", dist(adds))
-	p("    from the call's start   %s", dist(conv0))
-	p("    Consul part             %s   (API call sent → changed blocking reply left the proxy)", dist(consulPart))
-	p("    agent part              %s   (that reply → routing changed; includes the 20 ms coalescing)", dist(agentPart))
-	p("    not converged in 10 s   %d", notConverged)
-	p("  check API call            %s", dist(api))
+	p("  convergence               %s   (check API call returned → routing changed)", dist(c.all))
+	p("    removals                %s", dist(c.removes))
+	p("    additions               %s", dist(c.adds))
+	p("    from the call's start   %s", dist(c.fromStart))
+	p("    Consul part             %s   (API call sent → first reply on the service's path carrying the change)", dist(c.consulPart))
+	p("    agent part              %s   (that reply → routing changed; includes the 20 ms coalescing)", dist(c.agentPart))
+	p("    not converged in 10 s   %d", c.notConverged)
+	p("  check API call            %s", dist(c.api))
 	p("  measurement               probe every %s, probe RTT %s; error +0..(interval + RTT); %d probe requests, %d errors",
-		o.probeInterval, dist(rtts), probes, probeErrs)
-	probeCPU := r.calCPUPerReq * float64(probes)
-	p("  agent CPU                 %.2f s over %s (%.1f%% of one core), of which probes ≈ %d × %.0f µs = %.2f s",
-		pr.cpu, pr.window.Round(time.Millisecond), 100*pr.cpu/pr.window.Seconds(), probes, r.calCPUPerReq*1e6, probeCPU)
-	p("  consul CPU                %.2f s", pr.consulCPU)
+		o.probeInterval, dist(c.rtts), c.probes, c.probeErrs)
+	probes := "probes not calibrated (-calibrate 0)"
+	if len(r.calRTT) > 0 {
+		probes = fmt.Sprintf("of which probes ≈ %d × %.0f µs = %.2f s", c.probes, r.calCPUPerReq*1e6, r.calCPUPerReq*float64(c.probes))
+	}
+	p("  agent CPU                 %.2f s over %s (%.1f%% of one core), %s",
+		pr.cpu, pr.window.Round(time.Millisecond), pctCore(pr.cpu, pr.window), probes)
+	p("  Consul CPU                %.2f s", pr.consulCPU)
 	if len(r.calRTT) > 0 {
 		p("  calibration               %d probe requests: %.0f µs agent CPU each, RTT %s", len(r.calRTT), r.calCPUPerReq*1e6, dist(r.calRTT))
 	}
+	if r.final != nil {
+		p("")
+		printRouting(p, "routing after the flips", *r.final)
+	}
+}
 
-	p("")
-	if len(r.mismatches) == 0 {
-		p("final routing equals Consul's final state: yes (%d/%d upstreams)", n, n)
-	} else {
-		p("final routing equals Consul's final state: NO, %d upstreams differ:", len(r.mismatches))
-		for _, m := range r.mismatches[:min(20, len(r.mismatches))] {
-			p("  %s", m)
-		}
+func (r *result) reportChurn(p func(string, ...any)) {
+	c := r.churn
+	if c == nil {
+		return
 	}
+	p("")
+	p("churn %s: %d watched services deregistered, %d registered again; %d unwatched services added, %d removed; %d check flips",
+		c.dur.Round(time.Millisecond), c.removed, c.restored, c.extraAdded, c.extraRemoved, c.flips)
+	p("  rates                     %s; the Consul API calls are made one at a time, so a slow Consul lowers them", c.rates(r.o))
+	p("  at the end                %d watched services deregistered, %d unwatched registered (at most %d of each)", c.absentEnd, c.extrasEnd, c.slack)
+	changes := c.removed + c.restored + c.extraAdded + c.extraRemoved + c.flips
+	p("  requests to Consul        %s = %.2f per change (%d re-issued after a wait expiry not counted); replies %s; %s from Consul",
+		thousands(c.reqs.total), c.reqs.perChange(changes), c.reqs.afterExpiry, statusText(c.reqs.statuses), mib(c.reqs.bytes))
+	if c.settleErr != nil {
+		p("  after the churn           %v", c.settleErr)
+	}
+	gc := "forced GC before each sample"
+	if !c.start.gc || !c.end.gc {
+		gc = "the forced GC FAILED (/debug/pprof/heap?gc=1): the heap figures are not the live heap"
+	}
+	p("  agent, start → end (%s; flat: growth within the margin)", gc)
+	for _, g := range churnGrowth(c.start, c.end) {
+		p("    %-23s %s  %s", g.name, g, verdict(g.flat()))
+	}
+	printRouting(p, "routing after the churn", c.final)
+}
 
-	slices.Sort(conv)
-	windows := []*windowResult{pr}
-	if r.quiet != nil {
-		windows = append(windows, r.quiet)
+// printRouting prints a routing comparison and its first mismatches.
+func printRouting(p func(string, ...any), what string, rc routingCheck) {
+	if len(rc.mismatches) == 0 {
+		p("%s equals Consul's: yes (%d/%d upstreams, equal after %s)", what, rc.upstreams, rc.upstreams, rc.took.Round(time.Millisecond))
+		return
 	}
-	perChange, noIndex := 0.0, r.idleReqs.withoutIndexAfterFirst
-	for _, wr := range windows {
-		perChange = max(perChange, float64(wr.reqs.total-wr.reqs.afterExpiry)/float64(max(1, len(wr.flips))))
-		noIndex += wr.reqs.withoutIndexAfterFirst
+	p("%s equals Consul's: NO after %s, %d upstreams differ:", what, rc.took.Round(time.Millisecond), len(rc.mismatches))
+	for _, m := range rc.mismatches[:min(20, len(rc.mismatches))] {
+		p("  %s", m)
 	}
-	p("")
-	p("targets")
-	p("  %s requests grow with changes: %.2f per change not explained by wait expiry (≤ 2; naive %d per change)",
-		verdict(perChange <= 2), perChange, n)
-	p("  %s every request after a watch's first carries index=", verdict(noIndex == 0))
-	p("  %s convergence p99 < 100 ms: %s", verdict(notConverged == 0 && len(conv) > 0 && pct(conv, 99) < 100*time.Millisecond), ms(pct(conv, 99)))
-	if o.idle > 0 {
-		p("  %s idle ≤ 1 request per service per wait period", verdict(idleOK))
-	}
-	p("  %s final routing equals Consul", verdict(len(r.mismatches) == 0))
-	p("")
-	p("reproduce: go run ./test/scale %s   (total %s)", strings.Join(os.Args[1:], " "), r.total.Round(time.Second))
 }
 
 // windowReport prints the Consul requests of one flip window.
 func windowReport(p func(string, ...any), o options, wr *windowResult) {
 	fr, changes := wr.reqs, len(wr.flips)
-	p("  requests to Consul        %d in %s (flips + convergence + 200 ms); naive services × changes = %d",
+	p("  requests to Consul        %d in %s (flips, then until the routing followed and the requests settled); naive services × changes = %d",
 		fr.total, wr.window.Round(time.Millisecond), o.services*changes)
-	p("    sent after a change     %d = %.2f per change (the reply to the watch's previous request carried a new index)",
+	p("    per change              %.2f (every request but those re-issued after a wait expiry, per flip)", fr.perChange(changes))
+	p("    sent after a change     %d = %.2f per change (the reply to the previous request on its path carried a new index, or had no index=)",
 		fr.afterChange, float64(fr.afterChange)/float64(max(1, changes)))
-	p("    sent after wait expiry  %d (idle cost: services × window / wait ≈ %.0f)", fr.afterExpiry, float64(o.services)*wr.window.Seconds()/o.wait.Seconds())
-	p("    other                   %d after a failure, %d first requests", fr.afterFailure, fr.first)
+	p("    sent after wait expiry  %d (idle cost of per-service watches: services × window / wait ≈ %.0f)", fr.afterExpiry, float64(o.services)*wr.window.Seconds()/o.wait.Seconds())
+	p("    other                   %d after a failure, %d first requests on their path", fr.afterFailure, fr.first)
 	p("    replies                 %d changed, %d wait expired, %d failed, %d still blocked at the end; %d on /v1/health/service/, other paths %v",
 		fr.changed, fr.expired, fr.failed, fr.total-fr.changed-fr.expired-fr.failed, fr.healthService, fr.other)
-	p("  with index=               %d/%d (%.1f%%); requests without index= after a watch's first: %d",
+	p("    by status               %s; %s from Consul (%s per change)", statusText(fr.statuses), mib(fr.bytes), mib(fr.bytes/int64(max(1, changes))))
+	p("  with index=               %d/%d (%.1f%%); requests without index= on a path already queried: %d",
 		fr.withIndex, fr.total, 100*float64(fr.withIndex)/float64(max(1, fr.total)), fr.withoutIndexAfterFirst)
-	p("  watches queried           %d of %d", fr.watches, o.services)
+	p("  paths queried             %d (services: %d)", fr.watches, o.services)
+	if wr.settleErr != nil {
+		p("  at the end                %v", wr.settleErr)
+	}
+}
+
+// convergenceStats are one probed window's distributions.
+type convergenceStats struct {
+	all, fromStart, consulPart, agentPart, adds, removes, api, rtts []time.Duration
+	notConverged, probes, probeErrs                                 int
+}
+
+func convergence(w *windowResult) convergenceStats {
+	var c convergenceStats
+	for _, f := range w.flips {
+		c.api = append(c.api, f.t1.Sub(f.t0))
+		c.probes += f.probes
+		c.probeErrs += f.errors
+		c.rtts = append(c.rtts, f.rtts...)
+		if f.converged.IsZero() {
+			c.notConverged++
+			continue
+		}
+		d := max(0, f.converged.Sub(f.t1))
+		c.all = append(c.all, d)
+		c.fromStart = append(c.fromStart, f.converged.Sub(f.t0))
+		if f.toPassing {
+			c.adds = append(c.adds, d)
+		} else {
+			c.removes = append(c.removes, d)
+		}
+		if !f.consulReply.IsZero() {
+			c.consulPart = append(c.consulPart, f.consulReply.Sub(f.t0))
+			c.agentPart = append(c.agentPart, max(0, f.converged.Sub(f.consulReply)))
+		}
+	}
+	slices.Sort(c.all)
+	return c
 }
