@@ -23,13 +23,22 @@ type requestSummary struct {
 	// the same watch (path): a changed reply, an expired wait, a failure,
 	// or none (the watch's first request).
 	afterChange, afterExpiry, afterFailure, first int
+	// periodicSweep counts the change feed's periodic sweep reads
+	// (/v1/catalog/nodes, /v1/catalog/node-services/<node>) sent within a
+	// second of a /v1/catalog/services wait expiry: like the re-issue after
+	// an expiry, an idle cost (one sweep per wait), not a change's.
+	periodicSweep int
 }
+
+// sweepAfterExpiry is how soon after a /v1/catalog/services wait expiry a
+// sweep read counts as the periodic sweep it triggers.
+const sweepAfterExpiry = time.Second
 
 // perChange is the requests not explained by wait expiry per change: what a
 // change costs in requests to Consul (the first requests of paths not read
 // before, targeted reads included).
 func (s requestSummary) perChange(changes int) float64 {
-	return float64(s.total-s.afterExpiry) / float64(max(1, changes))
+	return float64(s.total-s.afterExpiry-s.periodicSweep) / float64(max(1, changes))
 }
 
 // summarize describes the records whose request arrived in [from, to).
@@ -38,7 +47,15 @@ func (p *countingProxy) summarize(from, to time.Time) requestSummary {
 	prev := map[string]*record{}
 	s := requestSummary{other: map[string]int{}, statuses: map[int]int{}}
 	paths := map[string]bool{}
+	var catalogExpired time.Time // the last /v1/catalog/services wait expiry, if no change since
 	for _, r := range p.recs {
+		if r.path == "/v1/catalog/services" && !r.end.IsZero() && r.status == http.StatusOK {
+			if r.changed() {
+				catalogExpired = time.Time{}
+			} else {
+				catalogExpired = r.end
+			}
+		}
 		in := !r.start.Before(from) && r.start.Before(to)
 		if in {
 			s.total++
@@ -57,6 +74,10 @@ func (p *countingProxy) summarize(from, to time.Time) requestSummary {
 				s.changed++
 			default:
 				s.expired++
+			}
+			if (r.path == "/v1/catalog/nodes" || strings.HasPrefix(r.path, "/v1/catalog/node-services/")) &&
+				!catalogExpired.IsZero() && !r.start.Before(catalogExpired) && r.start.Sub(catalogExpired) < sweepAfterExpiry {
+				s.periodicSweep++
 			}
 			if strings.HasPrefix(r.path, "/v1/health/service/") {
 				s.healthService++

@@ -189,8 +189,8 @@ func (r *result) reportChurn(p func(string, ...any)) {
 	p("  rates                     %s; the Consul API calls are made one at a time, so a slow Consul lowers them", c.rates(r.o))
 	p("  at the end                %d watched services deregistered, %d unwatched registered (at most %d of each)", c.absentEnd, c.extrasEnd, c.slack)
 	changes := c.removed + c.restored + c.extraAdded + c.extraRemoved + c.flips
-	p("  requests to Consul        %s = %.2f per change (%d re-issued after a wait expiry not counted); replies %s; %s from Consul",
-		thousands(c.reqs.total), c.reqs.perChange(changes), c.reqs.afterExpiry, statusText(c.reqs.statuses), mib(c.reqs.bytes))
+	p("  requests to Consul        %s = %.2f per change (%d re-issued after a wait expiry and %d periodic sweep reads not counted); replies %s; %s from Consul",
+		thousands(c.reqs.total), c.reqs.perChange(changes), c.reqs.afterExpiry, c.reqs.periodicSweep, statusText(c.reqs.statuses), mib(c.reqs.bytes))
 	if c.settleErr != nil {
 		p("  after the churn           %v", c.settleErr)
 	}
@@ -222,7 +222,7 @@ func windowReport(p func(string, ...any), o options, wr *windowResult) {
 	fr, changes := wr.reqs, len(wr.flips)
 	p("  requests to Consul        %d in %s (flips, then until the routing followed and the requests settled); naive services × changes = %d",
 		fr.total, wr.window.Round(time.Millisecond), o.services*changes)
-	p("    per change              %.2f (every request but those re-issued after a wait expiry, per flip)", fr.perChange(changes))
+	p("    per change              %.2f (every request but those re-issued after a wait expiry and the periodic sweep's, per flip)", fr.perChange(changes))
 	p("    sent after a change     %d = %.2f per change (the reply to the previous request on its path carried a new index, or had no index=)",
 		fr.afterChange, float64(fr.afterChange)/float64(max(1, changes)))
 	p("    sent after wait expiry  %d (idle cost of per-service watches: services × window / wait ≈ %.0f)", fr.afterExpiry, float64(o.services)*wr.window.Seconds()/o.wait.Seconds())
