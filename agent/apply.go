@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/hcl"
@@ -90,8 +91,12 @@ func (a *Agent) applyCatalog() {
 // conflicts and problems that are new since the previous report.
 func (a *Agent) publishCatalog(rep catalogReport) {
 	old := a.catalog.Load()
+	known := make(map[conflictKey]bool, len(old.Conflicts))
+	for _, o := range old.Conflicts {
+		known[keyOfConflict(o)] = true
+	}
 	for _, c := range rep.Conflicts {
-		if !slices.ContainsFunc(old.Conflicts, func(o routeConflict) bool { return reflect.DeepEqual(o, c) }) {
+		if !known[keyOfConflict(c)] {
 			a.log.Warn("route declared in Consul skipped: the same route is declared elsewhere",
 				"host", c.Host, "path_prefix", c.PathPrefix, "served_by", c.WinnerSource, "skipped", c.LoserSource, "rule", c.Rule)
 		}
@@ -104,6 +109,22 @@ func (a *Agent) publishCatalog(rep catalogReport) {
 		}
 	}
 	a.catalog.Store(&rep)
+}
+
+// conflictKey is a routeConflict as a map key: equal exactly when
+// reflect.DeepEqual finds the conflicts equal (nil and empty Methods
+// differ; methods are tokens, without NUL). Looking each conflict up among
+// the previous report's was quadratic in the conflicts.
+type conflictKey struct {
+	host, path, methods                            string
+	nMethods                                       int
+	nilMethods                                     bool
+	winner, winnerSource, loser, loserSource, rule string
+}
+
+func keyOfConflict(c routeConflict) conflictKey {
+	return conflictKey{host: c.Host, path: c.PathPrefix, methods: strings.Join(c.Methods, "\x00"), nMethods: len(c.Methods), nilMethods: c.Methods == nil,
+		winner: c.Winner, winnerSource: c.WinnerSource, loser: c.Loser, loserSource: c.LoserSource, rule: c.Rule}
 }
 
 // sameUpstreams reports whether a and b hold equal upstreams, in the same

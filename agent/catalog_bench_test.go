@@ -31,7 +31,8 @@ const catalogBenchServices = 5000
 
 // catalogBench is an agent in the catalog mode, synced with a catalog of n
 // services, each with a host route svcN.example.com/ and every tenth with
-// a path route /svcN too.
+// a path route /svcN too; every hundredth (svc1, svc101…) also declares
+// the path route of the service before it, and loses that conflict.
 type catalogBench struct {
 	a        *Agent
 	d        *discoverySet
@@ -100,6 +101,9 @@ upstream "web" {
 		if i%10 == 0 {
 			tags = append(tags, "impulse.route=/"+svc)
 		}
+		if i%100 == 1 {
+			tags = append(tags, fmt.Sprintf("impulse.route=/svc%d", i-1))
+		}
 		cb.services[svc] = tags
 	}
 	cfg := a.cfg
@@ -130,6 +134,9 @@ upstream "web" {
 	d.flush()
 	if got := len(a.gw.Routes()); got != n+n/10+1 {
 		b.Fatalf("%d routes after the first apply, want %d", got, n+n/10+1)
+	}
+	if got := len(a.catalog.Load().Conflicts); got != n/100 {
+		b.Fatalf("%d conflicts after the first apply, want %d", got, n/100)
 	}
 	return cb
 }

@@ -195,7 +195,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 			}
 			u = nu
 		}
-		if !reused || !sameSpecs(old.config(uc.Name).Static, uc.Static) {
+		if oc := old.configs[uc.Name]; !reused || oc == nil || !sameSpecs(oc.Static, uc.Static) {
 			if err := u.SetStatic(uc.Static); err != nil {
 				return fail(err)
 			}
