@@ -134,11 +134,10 @@ func (x *pathIndex[T]) match(path, method string) *Route[T] {
 // routes without, then upstream name and index: the first match in that order
 // wins (the tie-break is deterministic).
 func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
-	t := &Table[T]{ordered: make([]*Route[T], 0, len(defs))}
-	exact, wildcard := make(map[string][]*Route[T], len(defs)), map[string][]*Route[T]{}
-	var anyHost []*Route[T]
+	t := &Table[T]{ordered: make([]*Route[T], len(defs))}
+	routes := make([]Route[T], len(defs)) // one allocation for all
 	seen := make(map[string]string, len(defs))
-	for _, d := range defs {
+	for i, d := range defs {
 		target, ok := targets[d.Upstream]
 		if !ok {
 			return nil, fmt.Errorf("route: upstream %q is not defined", d.Upstream)
@@ -147,7 +146,8 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
 		}
 		prefix, _ := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
-		r := &Route[T]{Definition: d, Target: target, prefix: prefix}
+		r := &routes[i]
+		*r = Route[T]{Definition: d, Target: target, prefix: prefix}
 		// ASCII case only, as Match folds it: strings.ToLower would turn
 		// "\xb0" into U+FFFD and the Kelvin sign into "k" (FuzzMatch).
 		h := strings.TrimSuffix(lowerASCII(d.Host), ".")
@@ -177,31 +177,31 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		}
 		seen[key] = d.Upstream
 		r.ID = key
+		t.ordered[i] = r
+	}
+	sortRoutes(t.ordered)
+	// The routes of one host (or suffix, or any host) follow each other in
+	// match order: each list is a run of t.ordered.
+	t.exact, t.wildcard = make(map[string]routeList[T], len(defs)), map[string]routeList[T]{}
+	for i, j := 0, 0; i < len(t.ordered); i = j {
+		r := t.ordered[i]
+		for j = i + 1; j < len(t.ordered) && t.ordered[j].kind == r.kind && t.ordered[j].host == r.host; j++ {
+		}
+		l := newRouteList(t.ordered[i:j:j])
 		switch r.kind {
 		case hostExact:
-			exact[r.host] = append(exact[r.host], r)
+			t.exact[r.host] = l
 		case hostWildcard:
-			wildcard[r.host] = append(wildcard[r.host], r)
+			t.wildcard[r.host] = l
 		default:
-			anyHost = append(anyHost, r)
+			t.any = l
 		}
-		t.ordered = append(t.ordered, r)
 	}
-	t.exact, t.wildcard = make(map[string]routeList[T], len(exact)), make(map[string]routeList[T], len(wildcard))
-	for h, l := range exact {
-		t.exact[h] = newRouteList(l)
-	}
-	for h, l := range wildcard {
-		t.wildcard[h] = newRouteList(l)
-	}
-	t.any = newRouteList(anyHost)
-	sortRoutes(t.ordered)
 	return t, nil
 }
 
-// newRouteList sorts l into match order and indexes it when it is long.
+// newRouteList is l, in match order, indexed when it is long.
 func newRouteList[T any](l []*Route[T]) routeList[T] {
-	sortRoutes(l)
 	rl := routeList[T]{routes: l}
 	if len(l) >= pathIndexMin {
 		rl.index = newPathIndex(l)
