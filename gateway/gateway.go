@@ -174,11 +174,12 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		}
 		return err
 	}
+	events := g.onEvent // one method value for all
 	for _, uc := range ups {
 		if _, dup := next.upstreams[uc.Name]; dup {
 			return fail(fmt.Errorf("gateway: duplicate upstream %q", uc.Name))
 		}
-		uc.Events = g.onEvent
+		uc.Events = events
 		u, reused := old.upstreams[uc.Name], false
 		if u != nil && sameTransport(u.Config(), uc.Config) {
 			reused = true
@@ -200,9 +201,11 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 				return fail(err)
 			}
 		}
-		ap, err := retry.NewSettings(uc.Retry, uc.Hedge, old.attempts[u])
-		if err != nil {
-			return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+		ap := old.attempts[u]
+		if ap == nil || !ap.Holds(uc.Retry, uc.Hedge) {
+			if ap, err = retry.NewSettings(uc.Retry, uc.Hedge, ap); err != nil {
+				return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+			}
 		}
 		next.upstreams[uc.Name] = u
 		configs = append(configs, uc)
