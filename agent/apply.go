@@ -26,13 +26,11 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 	gc := base
 	gc.Upstreams = make([]gateway.UpstreamConfig, len(base.Upstreams), len(base.Upstreams)+len(synth))
 	copy(gc.Upstreams, base.Upstreams)
-	for _, u := range synth {
-		uc, err := upstreamConfig(u) // no TLS block: cannot fail
-		if err != nil {
-			return err
-		}
-		gc.Upstreams = append(gc.Upstreams, uc)
+	var err error
+	if gc.Upstreams, err = a.appendSynth(gc.Upstreams, synth); err != nil {
+		return err
 	}
+	synthGC := gc.Upstreams[len(base.Upstreams):]
 	// Listeners a reload removes, re-addresses or turns a protocol off on
 	// drain in the background for at most drain_timeout, as on SIGTERM.
 	drain, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
@@ -48,7 +46,7 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 		if err := a.gw.Apply(drain, base); err != nil {
 			return err
 		}
-		merged, synth, rep = cfg, nil, catalogReport{}
+		merged, synth, synthGC, rep = cfg, nil, nil, catalogReport{}
 		unchanged = sameUpstreams(synth, a.synth)
 	}
 	if reload || !a.discTargets.same(cfg, synth) {
@@ -66,9 +64,32 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 		}
 		a.log.Info("catalog upstreams applied", "upstreams", names, "generation", a.gw.Generation())
 	}
-	a.synth = synth
+	a.synth, a.synthGC = synth, synthGC
 	a.publishCatalog(rep)
 	return nil
+}
+
+// appendSynth appends the catalog upstreams synth, converted for the
+// gateway, to ucs. An upstream that a.synth holds too keeps its conversion
+// (a.synthGC): both lists are in name order, so a catalog change converts
+// only the upstreams it changed.
+func (a *Agent) appendSynth(ucs []gateway.UpstreamConfig, synth []hcl.Upstream) ([]gateway.UpstreamConfig, error) {
+	j := 0
+	for _, u := range synth {
+		for j < len(a.synth) && a.synth[j].Name < u.Name {
+			j++
+		}
+		if j < len(a.synth) && j < len(a.synthGC) && sameUpstream(a.synth[j], u) {
+			ucs = append(ucs, a.synthGC[j])
+			continue
+		}
+		uc, err := upstreamConfig(u) // no TLS block: cannot fail
+		if err != nil {
+			return nil, err
+		}
+		ucs = append(ucs, uc)
+	}
+	return ucs, nil
 }
 
 // applyCatalog re-applies the running configuration with the latest

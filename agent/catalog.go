@@ -295,6 +295,7 @@ type catalogMerger struct {
 // mergedService is what the previous merge read of one service and made
 // of it.
 type mergedService struct {
+	name           string // of its upstream
 	prefix, scheme string
 	tags           []string
 	instances      []discovery.Instance
@@ -314,7 +315,7 @@ func (m *catalogMerger) declared(prefix, scheme, svc string, tags []string, inst
 		slices.Equal(ms.tags, tags) && sameCatalogMeta(ms.instances, instances) {
 		return ms
 	}
-	ms := &mergedService{prefix: prefix, scheme: scheme, tags: tags, instances: instances,
+	ms := &mergedService{name: hcl.CatalogUpstreamPrefix + svc, prefix: prefix, scheme: scheme, tags: tags, instances: instances,
 		decl: declaration(prefix, scheme, tags, instances)}
 	// Shared by later merges, which append their own problems: never in place.
 	ms.decl.problems = slices.Clip(ms.decl.problems)
@@ -402,7 +403,7 @@ func (m *catalogMerger) merge(cfg *hcl.Config, st catalogState) (*hcl.Config, ca
 		if !d.optedIn {
 			continue
 		}
-		name := hcl.CatalogUpstreamPrefix + svc
+		name := ms.name
 		kept = kept[:0]
 		for i, r := range d.routes {
 			if why := hcl.UnreachablePrefix(r.PathPrefix, cfg.Paths); why != "" {
