@@ -13,8 +13,10 @@ import (
 // applyLocked merges the latest Consul catalog into cfg (mergeCatalog),
 // applies base plus the catalog upstreams to the gateway, then re-targets
 // discovery at the merged configuration. For a catalog change (reload
-// false) nothing is applied when the catalog upstreams did not change. An
-// error means the gateway rejected base: nothing changed. a.mu must be held.
+// false) nothing is applied when the catalog upstreams did not change, and
+// discovery is left as it is when their names and consul blocks did not
+// (discoveryTargets). An error means the gateway rejected base: nothing
+// changed. a.mu must be held.
 func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) error {
 	merged, rep := a.merger.merge(cfg, a.disc.catalogState())
 	synth := merged.Upstreams[len(cfg.Upstreams):]
