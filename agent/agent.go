@@ -68,7 +68,7 @@ type Agent struct {
 	gw   *gateway.Gateway
 	dev  *devEnv
 
-	mu   sync.Mutex // serializes Reload and catalog applies; guards cfg, gen, disc, base, synth
+	mu   sync.Mutex // serializes Reload and catalog applies; guards cfg, gen, disc, base, synth, synthGC, merger, discTargets
 	cfg  *hcl.Config
 	gen  uint64
 	disc *discoverySet
@@ -76,11 +76,17 @@ type Agent struct {
 	// blocks), built once per load so that catalog applies reuse its TLS
 	// configurations and the gateway keeps those upstreams as they are.
 	base gateway.Config
-	// synth are the catalog upstreams last applied; catalog is the report
-	// of that merge, for the control API.
-	synth    []hcl.Upstream
-	catalog  atomic.Pointer[catalogReport]
-	draining atomic.Bool
+	// synth are the catalog upstreams last applied, synthGC the same
+	// converted for the gateway; catalog is the report of that merge, for
+	// the control API.
+	synth   []hcl.Upstream
+	synthGC []gateway.UpstreamConfig
+	catalog atomic.Pointer[catalogReport]
+	// merger remembers what the last merges read of each catalog service
+	// (apply.go); discTargets what discovery was last applied.
+	merger      catalogMerger
+	discTargets discoveryTargets
+	draining    atomic.Bool
 	// wasReady: ready() has answered ok once. From then on, discovery that
 	// has not synced (an upstream added by a reload) degrades readiness
 	// instead of failing it, like Envoy's initialization-only warming.

@@ -113,6 +113,9 @@ type routeKey struct {
 }
 
 func keyOf(r hcl.Route) routeKey {
+	if len(r.Methods) == 0 { // every catalog route: no allocation for a lower-case host
+		return routeKey{host: strings.ToLower(r.Host), path: r.PathPrefix}
+	}
 	m := make([]string, len(r.Methods))
 	for i, x := range r.Methods {
 		m[i] = strings.ToUpper(x)
@@ -271,13 +274,117 @@ func validCatalogPolicy(s string) string {
 // decided. It is pure: cfg is not modified. With the catalog mode off (or
 // before the catalog answered) it returns cfg itself.
 func mergeCatalog(cfg *hcl.Config, st catalogState) (*hcl.Config, catalogReport) {
+	return new(catalogMerger).merge(cfg, st)
+}
+
+// catalogMerger is mergeCatalog with a memory of the previous merge, so
+// that a change of one service among thousands re-reads that service only:
+// a service whose tags and instances' catalog keys are unchanged keeps its
+// declaration, and the upstream made from it stays the same value (its
+// Consul block and routes the same pointers) when it keeps the same routes.
+// Its results are mergeCatalog's. Every upstream it makes has a consul
+// block of its own and is never changed once made: sameUpstream takes one
+// consul block for one upstream. The zero value is ready; the agent keeps
+// one under a.mu (it is not safe for concurrent use).
+type catalogMerger struct {
+	services map[string]*mergedService
+	// names are the services of the previous merge, sorted.
+	names []string
+}
+
+// mergedService is what the previous merge read of one service and made
+// of it.
+type mergedService struct {
+	name           string // of its upstream
+	prefix, scheme string
+	tags           []string
+	instances      []discovery.Instance
+	decl           serviceDecl
+	keys           []routeKey // keyOf each of decl.routes
+	// made: upstream was made from decl, keeping the routes kept (indices
+	// into decl.routes).
+	made     bool
+	kept     []int
+	upstream hcl.Upstream
+}
+
+// declared returns the declaration of svc (see declaration), read again
+// only when its inputs changed since the previous merge.
+func (m *catalogMerger) declared(prefix, scheme, svc string, tags []string, instances []discovery.Instance) *mergedService {
+	if ms := m.services[svc]; ms != nil && ms.prefix == prefix && ms.scheme == scheme &&
+		slices.Equal(ms.tags, tags) && sameCatalogMeta(ms.instances, instances) {
+		return ms
+	}
+	ms := &mergedService{name: hcl.CatalogUpstreamPrefix + svc, prefix: prefix, scheme: scheme, tags: tags, instances: instances,
+		decl: declaration(prefix, scheme, tags, instances)}
+	// Shared by later merges, which append their own problems: never in place.
+	ms.decl.problems = slices.Clip(ms.decl.problems)
+	for _, r := range ms.decl.routes {
+		ms.keys = append(ms.keys, keyOf(r))
+	}
+	m.services[svc] = ms
+	return ms
+}
+
+// sameCatalogMeta reports whether declaration reads the same of the
+// instances a and b: the same IDs, in the same order, with the same
+// catalog ServiceMeta keys.
+func sameCatalogMeta(a, b []discovery.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || !sameMetaKey(a[i].Meta, b[i].Meta, MetaRoute) || !sameMetaKey(a[i].Meta, b[i].Meta, MetaLB) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMetaKey(a, b map[string]string, key string) bool {
+	va, oka := a[key]
+	vb, okb := b[key]
+	return oka == okb && va == vb
+}
+
+// sortedNames returns the services of st sorted: the previous merge's list
+// when the set is the same.
+func (m *catalogMerger) sortedNames(services map[string][]string) []string {
+	if len(m.names) == len(services) && !slices.ContainsFunc(m.names, func(n string) bool {
+		_, ok := services[n]
+		return !ok
+	}) {
+		return m.names
+	}
+	names := make([]string, 0, len(services))
+	for name := range services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	m.names = names
+	return names
+}
+
+// merge is mergeCatalog (see there).
+func (m *catalogMerger) merge(cfg *hcl.Config, st catalogState) (*hcl.Config, catalogReport) {
 	rep := catalogReport{Upstreams: map[string]bool{}, Problems: map[string][]string{}}
 	if !cfg.Consul.CatalogEnabled() || !st.Synced {
 		return cfg, rep
 	}
+	if m.services == nil {
+		m.services = map[string]*mergedService{}
+	}
+	for svc := range m.services {
+		if _, ok := st.Services[svc]; !ok {
+			delete(m.services, svc)
+		}
+	}
 	cat := cfg.Consul.Catalog
 	type claim struct{ upstream, source string }
-	claimed := map[routeKey]claim{}
+	claimed := make(map[routeKey]claim, len(st.Services))
 	for _, u := range cfg.Upstreams {
 		for _, r := range u.Routes {
 			if _, dup := claimed[keyOf(r)]; !dup {
@@ -285,31 +392,25 @@ func mergeCatalog(cfg *hcl.Config, st catalogState) (*hcl.Config, catalogReport)
 			}
 		}
 	}
+	names := m.sortedNames(st.Services)
 	out := *cfg
-	out.Upstreams = slices.Clone(cfg.Upstreams)
-	names := make([]string, 0, len(st.Services))
-	for name := range st.Services {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	out.Upstreams = make([]hcl.Upstream, len(cfg.Upstreams), len(cfg.Upstreams)+len(names))
+	copy(out.Upstreams, cfg.Upstreams)
+	var kept []int
 	for _, svc := range names {
-		d := declaration(cat.TagPrefix, cat.DefaultScheme, st.Services[svc], st.Instances[svc])
+		ms := m.declared(cat.TagPrefix, cat.DefaultScheme, svc, st.Services[svc], st.Instances[svc])
+		d := ms.decl
 		if !d.optedIn {
 			continue
 		}
-		name := hcl.CatalogUpstreamPrefix + svc
-		u := hcl.Upstream{
-			Name:          name,
-			LoadBalancing: d.lb,
-			Timeouts:      hcl.DefaultTimeouts(),
-			Consul:        &hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth, Scheme: d.scheme},
-		}
-		for _, r := range d.routes {
+		name := ms.name
+		kept = kept[:0]
+		for i, r := range d.routes {
 			if why := hcl.UnreachablePrefix(r.PathPrefix, cfg.Paths); why != "" {
 				d.problemf("route %s%s: %s; route ignored", r.Host, r.PathPrefix, why)
 				continue
 			}
-			k := keyOf(r)
+			k := ms.keys[i]
 			if c, ok := claimed[k]; ok {
 				rule := RuleSmallerNameWins
 				if c.source == SourceHCL {
@@ -320,13 +421,25 @@ func mergeCatalog(cfg *hcl.Config, st catalogState) (*hcl.Config, catalogReport)
 				continue
 			}
 			claimed[k] = claim{name, name}
-			u.Routes = append(u.Routes, r)
+			kept = append(kept, i)
+		}
+		if !ms.made || !slices.Equal(kept, ms.kept) {
+			u := hcl.Upstream{
+				Name:          name,
+				LoadBalancing: d.lb,
+				Timeouts:      hcl.DefaultTimeouts(),
+				Consul:        &hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth, Scheme: d.scheme},
+			}
+			for _, i := range kept {
+				u.Routes = append(u.Routes, d.routes[i])
+			}
+			ms.made, ms.kept, ms.upstream = true, slices.Clone(kept), u
 		}
 		rep.Upstreams[name] = true
 		if len(d.problems) > 0 {
 			rep.Problems[name] = d.problems
 		}
-		out.Upstreams = append(out.Upstreams, u)
+		out.Upstreams = append(out.Upstreams, ms.upstream)
 	}
 	return &out, rep
 }

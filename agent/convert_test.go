@@ -183,3 +183,22 @@ upstream "api" {
 		t.Errorf("hedge %+v", got)
 	}
 }
+
+// TestQueryKey: queryKey is Query.Key for every query, the plain ones it
+// keys itself included.
+func TestQueryKey(t *testing.T) {
+	for _, u := range []hcl.UpstreamConsul{
+		{Service: "web"},
+		{Service: "web", Health: "passing"},
+		{Service: "web", Health: "warning"},
+		{Service: "a b/c?d&e=f%g+h", Health: "passing"},
+		{Service: "ünï", Health: "passing"},
+		{Service: "web", Tags: []string{"b", "a", "b"}},
+		{Service: "web", Datacenter: "dc2"},
+		{Service: "web", Namespace: "ns", Partition: "p", Health: "warning"},
+	} {
+		if got, want := queryKey(&u), query(&u).Key(); got != want {
+			t.Errorf("queryKey(%+v) = %q, Key %q", u, got, want)
+		}
+	}
+}

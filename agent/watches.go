@@ -212,8 +212,7 @@ func (d *discoverySet) retargetLocked(cfg *hcl.Config, keepToken bool) ([]feedIt
 		if u.Consul == nil {
 			continue
 		}
-		q := query(u.Consul)
-		k := q.Key()
+		q, k := query(u.Consul), queryKey(u.Consul)
 		if want[k] == nil {
 			want[k] = map[string]string{}
 		}
@@ -378,7 +377,7 @@ func (d *discoverySet) catalogState() catalogState {
 		}
 	}
 	for svc := range last.Services {
-		if w := d.watches[query(&hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth}).Key()]; w != nil {
+		if w := d.watches[queryKey(&hcl.UpstreamConsul{Service: svc, Health: hcl.DefaultHealth})]; w != nil {
 			w.mu.Lock()
 			if w.last != nil && len(w.last.Instances) > 0 {
 				d.metaMemo[svc] = w.last.Instances

@@ -299,7 +299,7 @@ func (g *Gateway) limitsFor(listener string) *Limits {
 // bodyLimit is the body cap for a request routed to up: the upstream's
 // own, else the listener's (0: none).
 func bodyLimit(lim *Limits, tbl *table, up *upstream.Upstream) int64 {
-	if n := tbl.configs[up.Name()].MaxRequestBodyBytes; n > 0 {
+	if n := tbl.config(up.Name()).MaxRequestBodyBytes; n > 0 {
 		return n
 	}
 	return lim.MaxRequestBodyBytes

@@ -40,8 +40,8 @@ type table struct {
 	generation uint64
 	routes     *route.Table[*upstream.Upstream]
 	upstreams  map[string]*upstream.Upstream
-	configs    map[string]UpstreamConfig
-	rates      rateLimiters // by upstream name (ratelimits.go)
+	configs    map[string]*UpstreamConfig // see config
+	rates      rateLimiters               // by upstream name (ratelimits.go)
 	// limiters count every upstream's requests in flight against its
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
@@ -91,7 +91,7 @@ func New(cfg Config) (*Gateway, error) {
 		global: concurrency.New(concurrency.Limits{Max: cfg.MaxRequests}), coldHold: coldHold,
 		obs: observe.Observers{Metrics: gm, Access: observe.NewAccessLog(log.Named("access_log"), gm),
 			Tracing: new(observe.Tracing), Traffic: new(observe.Traffic), Log: log}}
-	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}})
+	g.table.Store(&table{routes: mustEmptyTable(), upstreams: map[string]*upstream.Upstream{}, configs: map[string]*UpstreamConfig{}})
 	g.paths.Store(&cfg.Paths)
 	g.obs.Tracing.SetProvider(cfg.TracerProvider)
 	if err := g.obs.Access.Start(cfg.AccessLog); err != nil {
@@ -156,9 +156,17 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	if err != nil {
 		return err
 	}
-	next := &table{generation: old.generation + 1, upstreams: map[string]*upstream.Upstream{}, configs: map[string]UpstreamConfig{}, rates: rates,
-		limiters: map[string]*concurrency.Limiter{}, attempts: map[*upstream.Upstream]*retry.Settings{}}
-	var defs []route.Definition
+	n := len(ups)
+	next := &table{generation: old.generation + 1, upstreams: make(map[string]*upstream.Upstream, n), configs: make(map[string]*UpstreamConfig, n), rates: rates,
+		limiters: make(map[string]*concurrency.Limiter, n), attempts: make(map[*upstream.Upstream]*retry.Settings, n)}
+	// next.configs point into configs (one allocation, never grown): a map
+	// of thousands of values this large would allocate each one.
+	configs := make([]UpstreamConfig, 0, n)
+	nroutes := 0
+	for i := range ups {
+		nroutes += len(ups[i].Routes)
+	}
+	defs := make([]route.Definition, 0, nroutes)
 	var created []*upstream.Upstream
 	fail := func(err error) error {
 		for _, u := range created {
@@ -166,11 +174,12 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		}
 		return err
 	}
+	events := g.onEvent // one method value for all
 	for _, uc := range ups {
 		if _, dup := next.upstreams[uc.Name]; dup {
 			return fail(fmt.Errorf("gateway: duplicate upstream %q", uc.Name))
 		}
-		uc.Events = g.onEvent
+		uc.Events = events
 		u, reused := old.upstreams[uc.Name], false
 		if u != nil && sameTransport(u.Config(), uc.Config) {
 			reused = true
@@ -187,17 +196,20 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 			}
 			u = nu
 		}
-		if !reused || !sameSpecs(old.configs[uc.Name].Static, uc.Static) {
+		if oc := old.configs[uc.Name]; !reused || oc == nil || !sameSpecs(oc.Static, uc.Static) {
 			if err := u.SetStatic(uc.Static); err != nil {
 				return fail(err)
 			}
 		}
-		ap, err := retry.NewSettings(uc.Retry, uc.Hedge, old.attempts[u])
-		if err != nil {
-			return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+		ap := old.attempts[u]
+		if ap == nil || !ap.Holds(uc.Retry, uc.Hedge) {
+			if ap, err = retry.NewSettings(uc.Retry, uc.Hedge, ap); err != nil {
+				return fail(fmt.Errorf("gateway: upstream %q: %w", uc.Name, err))
+			}
 		}
 		next.upstreams[uc.Name] = u
-		next.configs[uc.Name] = uc
+		configs = append(configs, uc)
+		next.configs[uc.Name] = &configs[len(configs)-1]
 		next.attempts[u] = ap
 		for i, rc := range uc.Routes {
 			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
@@ -208,7 +220,8 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
-	for name, uc := range next.configs {
+	for i := range configs {
+		uc, name := &configs[i], configs[i].Name
 		// Only now: a failed Apply changes no limit.
 		next.upstreams[name].SetMaxRequestsPerBackend(uc.MaxRequestsPerBackend)
 		if l := old.limiters[name]; l != nil {
@@ -228,6 +241,15 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	}
 	g.retired = slices.DeleteFunc(g.retired, func(u *upstream.Upstream) bool { return len(u.Draining()) == 0 })
 	return nil
+}
+
+// config is the named upstream's configuration; the zero value for an
+// unknown one.
+func (t *table) config(name string) UpstreamConfig {
+	if c := t.configs[name]; c != nil {
+		return *c
+	}
+	return UpstreamConfig{}
 }
 
 func sameTransport(a, b upstream.Config) bool {

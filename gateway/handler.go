@@ -131,7 +131,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	if b == nil {
 		return
 	}
-	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), held.upstream, b, tbl.configs[up.Name()]) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), held.upstream, b, tbl.config(up.Name())) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // errClosed is returned by Apply after Shutdown.

@@ -89,7 +89,7 @@ func (g *Gateway) Upstreams() []UpstreamInfo {
 	t := g.table.Load()
 	out := make([]UpstreamInfo, 0, len(t.upstreams))
 	for name, u := range t.upstreams {
-		cfg := t.configs[name]
+		cfg := t.config(name)
 		set := u.Current()
 		info := UpstreamInfo{Name: name, LoadBalancing: orDefault(cfg.LoadBalancing, "round_robin"), Pending: set.Pending, Backends: []string{}}
 		g.upstreamLoad(t, name, &info) // status.go

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/impulse-agent/impulse-agent/gateway/health"
@@ -20,6 +21,9 @@ type Traffic struct {
 // every request routed by it finds its counter.
 func (tr *Traffic) Keep(names []string) {
 	old := tr.m.Load()
+	if old != nil && len(*old) == len(names) && !slices.ContainsFunc(names, func(n string) bool { return (*old)[n] == nil }) {
+		return // the same names (they are distinct): the same map
+	}
 	m := make(map[string]*upstream.ResponseCounter, len(names))
 	for _, name := range names {
 		if old != nil && (*old)[name] != nil {

@@ -39,6 +39,15 @@ func NewSettings(p Policy, h Hedge, prev *Settings) (*Settings, error) {
 	return s, nil
 }
 
+// Holds reports whether s are what NewSettings(p, h, s) returns, but for
+// being another value: an Apply that changes neither policy keeps s.
+func (s *Settings) Holds(p Policy, h Hedge) bool {
+	if p == (Policy{}) {
+		p = Default()
+	}
+	return s.policy == p && s.hedge == h
+}
+
 // DefaultSettings are Default() without hedging, with a budget count of
 // their own: for a request routed to an upstream a reload removed.
 func DefaultSettings() *Settings {

@@ -232,3 +232,21 @@ func TestStateSlotsBound(t *testing.T) {
 		t.Fatalf("budget %d after Close", s.InFlight())
 	}
 }
+
+// TestSettingsHolds: settings hold the policies they were made from, the
+// zero policy standing for Default(), and no other.
+func TestSettingsHolds(t *testing.T) {
+	h := Hedge{Delay: 50 * time.Millisecond, Max: 1}
+	s, err := NewSettings(Policy{}, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Holds(Policy{}, h) || !s.Holds(Default(), h) {
+		t.Error("settings made from the zero policy do not hold it or Default()")
+	}
+	other := Default()
+	other.Attempts++
+	if s.Holds(other, h) || s.Holds(Policy{}, Hedge{}) {
+		t.Error("settings hold another policy")
+	}
+}

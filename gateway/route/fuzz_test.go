@@ -64,14 +64,33 @@ func FuzzMatch(f *testing.F) {
 		if err != nil {
 			return // Match takes normal forms only: the gateway answers 400 first
 		}
-		got := tbl.Match(host, norm, method)
 		want := refMatch(refs, host, norm, method)
-		switch {
-		case got == nil && want == nil:
-		case got == nil || want == nil || got.Upstream != want.Upstream || got.Index != want.Index:
-			t.Fatalf("Match(%q, %q, %q) = %v, reference %v\ndefinitions %+v", host, norm, method, got, want, defs)
+		// Every list of routes scanned, then every one indexed by path
+		// prefix (pathIndex), as the lists of a large table are.
+		indexed := withPathIndexMin(1, func() *Table[int] {
+			tbl, err := Build(defs, targets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tbl
+		})
+		for name, tbl := range map[string]*Table[int]{"scanned": tbl, "indexed": indexed} {
+			got := tbl.Match(host, norm, method)
+			switch {
+			case got == nil && want == nil:
+			case got == nil || want == nil || got.Upstream != want.Upstream || got.Index != want.Index:
+				t.Fatalf("Match(%q, %q, %q) = %v (%s), reference %v\ndefinitions %+v", host, norm, method, got, name, want, defs)
+			}
 		}
 	})
+}
+
+// withPathIndexMin runs build with pathIndexMin set to n.
+func withPathIndexMin[R any](n int, build func() R) R {
+	old := pathIndexMin
+	pathIndexMin = n
+	defer func() { pathIndexMin = old }()
+	return build()
 }
 
 // refRoute is a definition as the reference understands it.

@@ -4,9 +4,11 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -64,10 +66,65 @@ const (
 // Table is an immutable, ordered set of routes. It is safe for concurrent
 // use and is never modified after Build returns.
 type Table[T any] struct {
-	exact    map[string][]*Route[T] // by host
-	wildcard map[string][]*Route[T] // by suffix, e.g. ".example.com"
-	any      []*Route[T]
+	exact    map[string]routeList[T] // by host
+	wildcard map[string]routeList[T] // by suffix, e.g. ".example.com"
+	any      routeList[T]
 	ordered  []*Route[T] // match order, for reporting
+}
+
+// routeList is the routes of one host (or suffix, or of any host) in match
+// order: by longer path prefix first, so the first route that accepts a
+// request is the most specific one.
+type routeList[T any] struct {
+	routes []*Route[T]
+	// index finds the same first route without visiting every route;
+	// nil for lists shorter than pathIndexMin, which are scanned.
+	index *pathIndex[T]
+}
+
+// pathIndexMin is the length from which a list of routes is indexed by
+// path prefix; shorter ones are faster to scan. A variable for the tests.
+var pathIndexMin = 8
+
+// pathIndex is a routeList by path prefix. Of the routes a path is under,
+// the list's order puts those with the longest prefix first, and only one
+// prefix of each length can be a prefix of the path: looking up the path's
+// own prefixes, longest first, finds the list's first match.
+type pathIndex[T any] struct {
+	// byPrefix holds each prefix's routes, in the list's order.
+	byPrefix map[string][]*Route[T]
+	// lengths[n] reports whether a prefix has n bytes: most of the path's
+	// prefixes are never looked up.
+	lengths []bool
+}
+
+func newPathIndex[T any](l []*Route[T]) *pathIndex[T] {
+	x := &pathIndex[T]{byPrefix: map[string][]*Route[T]{}}
+	for _, r := range l {
+		x.byPrefix[r.prefix] = append(x.byPrefix[r.prefix], r)
+		if n := len(r.prefix); n >= len(x.lengths) {
+			x.lengths = append(x.lengths, make([]bool, n+1-len(x.lengths))...)
+		}
+		x.lengths[len(r.prefix)] = true
+	}
+	return x
+}
+
+// match is matchList over the indexed list: for each prefix path[:k]
+// under which path lies (k = len(path), or a "/" ends path[:k] or follows
+// it), longest first, the first of its routes that accepts method.
+func (x *pathIndex[T]) match(path, method string) *Route[T] {
+	for k := min(len(path), len(x.lengths)-1); k > 0; k-- {
+		if !x.lengths[k] || (k < len(path) && path[k-1] != '/' && path[k] != '/') {
+			continue
+		}
+		if l, ok := x.byPrefix[path[:k]]; ok {
+			if r := scanList(l, path, method); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
 }
 
 // Build compiles definitions into a Table. targets maps an upstream name to
@@ -77,9 +134,10 @@ type Table[T any] struct {
 // routes without, then upstream name and index: the first match in that order
 // wins (the tie-break is deterministic).
 func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
-	t := &Table[T]{exact: map[string][]*Route[T]{}, wildcard: map[string][]*Route[T]{}}
-	seen := map[string]string{}
-	for _, d := range defs {
+	t := &Table[T]{ordered: make([]*Route[T], len(defs))}
+	routes := make([]Route[T], len(defs)) // one allocation for all
+	seen := make(map[string]string, len(defs))
+	for i, d := range defs {
 		target, ok := targets[d.Upstream]
 		if !ok {
 			return nil, fmt.Errorf("route: upstream %q is not defined", d.Upstream)
@@ -88,7 +146,8 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
 		}
 		prefix, _ := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
-		r := &Route[T]{Definition: d, Target: target, prefix: prefix}
+		r := &routes[i]
+		*r = Route[T]{Definition: d, Target: target, prefix: prefix}
 		// ASCII case only, as Match folds it: strings.ToLower would turn
 		// "\xb0" into U+FFFD and the Kelvin sign into "k" (FuzzMatch).
 		h := strings.TrimSuffix(lowerASCII(d.Host), ".")
@@ -102,62 +161,78 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		default:
 			r.kind, r.host = hostExact, h
 		}
-		methods := append([]string(nil), d.Methods...)
-		for i, m := range methods {
-			methods[i] = strings.ToUpper(m)
+		var methods []string
+		if len(d.Methods) > 0 {
+			methods = make([]string, len(d.Methods))
+			for i, m := range d.Methods {
+				methods[i] = strings.ToUpper(m)
+			}
+			sort.Strings(methods)
+			methods = slices.Compact(methods)
 		}
-		sort.Strings(methods)
-		methods = slices.Compact(methods)
 		r.Methods = methods
-		key := fmt.Sprintf("%d|%s|%s|%s", r.kind, r.host, r.prefix, strings.Join(methods, ","))
+		key := strconv.Itoa(int(r.kind)) + "|" + r.host + "|" + r.prefix + "|" + strings.Join(methods, ",")
 		if other, dup := seen[key]; dup {
 			return nil, fmt.Errorf("route: upstreams %q and %q declare the same route (host %q, path_prefix %q)", other, d.Upstream, d.Host, d.PathPrefix)
 		}
 		seen[key] = d.Upstream
 		r.ID = key
+		t.ordered[i] = r
+	}
+	sortRoutes(t.ordered)
+	// The routes of one host (or suffix, or any host) follow each other in
+	// match order: each list is a run of t.ordered.
+	t.exact, t.wildcard = make(map[string]routeList[T], len(defs)), map[string]routeList[T]{}
+	for i, j := 0, 0; i < len(t.ordered); i = j {
+		r := t.ordered[i]
+		for j = i + 1; j < len(t.ordered) && t.ordered[j].kind == r.kind && t.ordered[j].host == r.host; j++ {
+		}
+		l := newRouteList(t.ordered[i:j:j])
 		switch r.kind {
 		case hostExact:
-			t.exact[r.host] = append(t.exact[r.host], r)
+			t.exact[r.host] = l
 		case hostWildcard:
-			t.wildcard[r.host] = append(t.wildcard[r.host], r)
+			t.wildcard[r.host] = l
 		default:
-			t.any = append(t.any, r)
+			t.any = l
 		}
-		t.ordered = append(t.ordered, r)
 	}
-	for _, l := range t.exact {
-		sortRoutes(l)
-	}
-	for _, l := range t.wildcard {
-		sortRoutes(l)
-	}
-	sortRoutes(t.any)
-	sortRoutes(t.ordered)
 	return t, nil
 }
 
+// newRouteList is l, in match order, indexed when it is long.
+func newRouteList[T any](l []*Route[T]) routeList[T] {
+	rl := routeList[T]{routes: l}
+	if len(l) >= pathIndexMin {
+		rl.index = newPathIndex(l)
+	}
+	return rl
+}
+
 func sortRoutes[T any](l []*Route[T]) {
-	sort.SliceStable(l, func(i, j int) bool {
-		a, b := l[i], l[j]
+	slices.SortStableFunc(l, func(a, b *Route[T]) int {
 		if a.kind != b.kind {
-			return a.kind < b.kind
+			return cmp.Compare(a.kind, b.kind)
 		}
 		if len(a.host) != len(b.host) {
-			return len(a.host) > len(b.host)
+			return cmp.Compare(len(b.host), len(a.host))
 		}
 		if a.host != b.host {
-			return a.host < b.host
+			return strings.Compare(a.host, b.host)
 		}
 		if len(a.prefix) != len(b.prefix) {
-			return len(a.prefix) > len(b.prefix)
+			return cmp.Compare(len(b.prefix), len(a.prefix))
 		}
-		if (len(a.Methods) > 0) != (len(b.Methods) > 0) {
-			return len(a.Methods) > 0
+		if am, bm := len(a.Methods) > 0, len(b.Methods) > 0; am != bm {
+			if am {
+				return -1
+			}
+			return 1
 		}
 		if a.Upstream != b.Upstream {
-			return a.Upstream < b.Upstream
+			return strings.Compare(a.Upstream, b.Upstream)
 		}
-		return a.Index < b.Index
+		return cmp.Compare(a.Index, b.Index)
 	})
 }
 
@@ -191,7 +266,15 @@ func (t *Table[T]) Match(host, path, method string) *Route[T] {
 	return matchList(t.any, path, method)
 }
 
-func matchList[T any](l []*Route[T], path, method string) *Route[T] {
+func matchList[T any](l routeList[T], path, method string) *Route[T] {
+	if l.index != nil {
+		return l.index.match(path, method)
+	}
+	return scanList(l.routes, path, method)
+}
+
+// scanList returns the first route of l that accepts path and method.
+func scanList[T any](l []*Route[T], path, method string) *Route[T] {
 	for _, r := range l {
 		if !prefixMatch(r.prefix, path) {
 			continue

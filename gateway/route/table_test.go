@@ -128,6 +128,110 @@ func BenchmarkMatch1000(b *testing.B) {
 	}
 }
 
+// TestPathIndex: a table whose lists are indexed by path prefix matches
+// every request as one whose lists are scanned: prefixes that nest, end in
+// "/" or not, share lengths, carry methods or not, under one host, a
+// wildcard and any host.
+func TestPathIndex(t *testing.T) {
+	var defs []Definition
+	targets := map[string]int{}
+	prefixes := []string{"/", "/a", "/a/", "/ab", "/a/b", "/a/b/", "/a/bc", "/b", "/b/c/d", "/%7Eu", "/x/y/z/", "/x/y"}
+	for i, host := range []string{"", "h.example.com", "*.example.com"} {
+		for j, p := range prefixes {
+			up := "u" + itoa(j%4)
+			targets[up] = j % 4
+			defs = append(defs, Definition{Upstream: up, Host: host, PathPrefix: p, Index: i*100 + j})
+			if j%3 == 0 {
+				defs = append(defs, Definition{Upstream: up, Host: host, PathPrefix: p, Methods: []string{"post"}, Index: i*100 + j + 50})
+			}
+		}
+	}
+	scanned := withPathIndexMin(1<<30, func() *Table[int] { return mustBuild(t, defs, targets) })
+	indexed := withPathIndexMin(1, func() *Table[int] { return mustBuild(t, defs, targets) })
+	if indexed.any.index == nil || scanned.any.index != nil {
+		t.Fatal("pathIndexMin not obeyed")
+	}
+	paths := []string{"/", "*", "/a", "/a/", "/a/b", "/a/b/c", "/ab", "/abc", "/a/bc", "/a/bcd", "/a/bc/d", "/b", "/b/", "/b/c", "/b/c/d", "/b/c/de",
+		"/b/c/d/e", "/~u", "/~u/x", "/x/y", "/x/y/", "/x/y/z", "/x/y/z/w", "/x/yz", "/c", "//a", "/a//b"}
+	for _, host := range []string{"h.example.com", "w.example.com", "other"} {
+		for _, p := range paths {
+			for _, m := range []string{"GET", "POST"} {
+				want, got := scanned.Match(host, p, m), indexed.Match(host, p, m)
+				if want != nil && got != nil && want.ID == got.ID && want.Upstream == got.Upstream && want.Index == got.Index || want == nil && got == nil {
+					continue
+				}
+				t.Errorf("Match(%q, %q, %q): indexed %v, scanned %v", host, p, m, got, want)
+			}
+		}
+	}
+}
+
+func mustBuild(t *testing.T, defs []Definition, targets map[string]int) *Table[int] {
+	t.Helper()
+	tbl, err := Build(defs, targets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// catalogDefs are the definitions of BenchmarkMatch5000 and
+// BenchmarkBuild5000: n upstreams "consul:svcN" with a host route
+// svcN.example.com/ each, and every tenth a path route /svcN too.
+func catalogDefs(n int) ([]Definition, map[string]int) {
+	var defs []Definition
+	targets := map[string]int{}
+	for i := 0; i < n; i++ {
+		name := "consul:svc" + itoa(i)
+		targets[name] = i
+		defs = append(defs, Definition{Upstream: name, Host: "svc" + itoa(i) + ".example.com", PathPrefix: "/"})
+		if i%10 == 0 {
+			defs = append(defs, Definition{Upstream: name, PathPrefix: "/svc" + itoa(i)})
+		}
+	}
+	return defs, targets
+}
+
+// BenchmarkBuild5000 is route.Build of the catalog at scale (issue 26):
+// 5,500 routes of 5,000 upstreams.
+func BenchmarkBuild5000(b *testing.B) {
+	defs, targets := catalogDefs(5000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Build(defs, targets); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMatch5000: the catalog at scale (issue 26), 5,000 upstreams
+// with a host route each (svcN.example.com/) and every tenth a path route
+// too (/svcN, any host), as the catalog mode makes them. The lookups: a
+// host route, a path route under a host that has its own, and a path route
+// reached through the any-host list of 500 routes.
+func BenchmarkMatch5000(b *testing.B) {
+	defs, targets := catalogDefs(5000)
+	tbl, err := Build(defs, targets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, host, path string }{
+		{"host", "svc2500.example.com", "/api/items"},
+		{"host-with-port", "svc2500.example.com:443", "/svc4990/items"},
+		{"path-any-host", "gateway.example.com", "/svc2500/items"},
+		{"path-any-host-last", "gateway.example.com", "/svc0/items"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if tbl.Match(c.host, c.path, "GET") == nil {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
 func itoa(i int) string {
 	if i == 0 {
 		return "0"
