@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -60,11 +61,9 @@ func (a *Agent) applyLocked(cfg *hcl.Config, base gateway.Config, reload bool) e
 		}
 	}
 	if !unchanged {
-		var names []string
-		for _, u := range synth {
-			names = append(names, u.Name)
-		}
-		a.log.Info("catalog upstreams applied", "upstreams", names, "generation", a.gw.Generation())
+		added, removed := upstreamNamesDiff(a.synth, synth)
+		a.log.Info("catalog upstreams applied", "upstreams", len(synth), "added", added, "removed", removed,
+			"generation", a.gw.Generation())
 	}
 	a.synth, a.synthGC = synth, synthGC
 	a.publishCatalog(rep)
@@ -185,4 +184,38 @@ func (t discoveryTargets) same(cfg *hcl.Config, synth []hcl.Upstream) bool {
 	return t.cfg != nil && t.cfg == cfg && slices.EqualFunc(t.synth, synth, func(x, y hcl.Upstream) bool {
 		return x.Name == y.Name && (x.Consul == y.Consul || (x.Consul != nil && y.Consul != nil && reflect.DeepEqual(*x.Consul, *y.Consul)))
 	})
+}
+
+// logNamesMax bounds the names a log line lists: with thousands of catalog
+// services, one line per change must stay short.
+const logNamesMax = 20
+
+// upstreamNamesDiff returns the names of the upstreams in now but not in
+// old, and in old but not in now, each cut to logNamesMax with a count of
+// the rest.
+func upstreamNamesDiff(old, now []hcl.Upstream) (added, removed []string) {
+	had := make(map[string]bool, len(old))
+	for _, u := range old {
+		had[u.Name] = true
+	}
+	has := make(map[string]bool, len(now))
+	for _, u := range now {
+		has[u.Name] = true
+		if !had[u.Name] {
+			added = append(added, u.Name)
+		}
+	}
+	for _, u := range old {
+		if !has[u.Name] {
+			removed = append(removed, u.Name)
+		}
+	}
+	return capNames(added), capNames(removed)
+}
+
+func capNames(names []string) []string {
+	if len(names) <= logNamesMax {
+		return names
+	}
+	return append(names[:logNamesMax:logNamesMax], fmt.Sprintf("(%d more)", len(names)-logNamesMax))
 }
