@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -245,20 +244,9 @@ func query(u *hcl.UpstreamConsul) discovery.Query {
 		Datacenter: u.Datacenter, Namespace: u.Namespace, Partition: u.Partition}
 }
 
-// queryKey is query(u).Key(), without the url.Values that Key builds when
-// the query is a plain one (no tags, datacenter, namespace or partition),
-// as every catalog upstream's is: a catalog change keys thousands of them.
-func queryKey(u *hcl.UpstreamConsul) string {
-	if len(u.Tags) == 0 && u.Datacenter == "" && u.Namespace == "" && u.Partition == "" {
-		switch u.Health {
-		case "", discovery.HealthPassing:
-			return url.PathEscape(u.Service) + "?health=" + discovery.HealthPassing
-		case discovery.HealthWarning:
-			return url.PathEscape(u.Service) + "?health=" + discovery.HealthWarning
-		}
-	}
-	return query(u).Key()
-}
+// queryKey is the key of u's query (discovery.Query.Key, which keys the
+// plain query of a catalog upstream without building url.Values).
+func queryKey(u *hcl.UpstreamConsul) string { return query(u).Key() }
 
 // specs converts a discovered snapshot into backend specs for one upstream.
 // An instance's ServiceMeta "impulse-scheme" overrides the upstream's scheme;

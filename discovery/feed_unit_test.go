@@ -1,7 +1,9 @@
 package discovery
 
 import (
+	"cmp"
 	"context"
+	"net/url"
 	"slices"
 	"testing"
 )
@@ -90,5 +92,20 @@ func TestSweepMoved(t *testing.T) {
 	fresh := &feedSub{service: "web"}
 	if fresh.sweepMoved(nil, nil) {
 		t.Error("a watch before its first read was moved")
+	}
+}
+
+// TestQueryKeyFastPath: the plain query's key, built without url.Values,
+// is what url.Values would build.
+func TestQueryKeyFastPath(t *testing.T) {
+	for _, name := range []string{"web", "a b", "ü/x?y&z=1", "%2F", ""} {
+		for _, health := range []string{"", HealthPassing, HealthWarning} {
+			v := url.Values{}
+			v.Set("health", cmp.Or(health, HealthPassing))
+			want := url.PathEscape(name) + "?" + v.Encode()
+			if got := (Query{Service: name, Health: health}).Key(); got != want {
+				t.Errorf("Key(%q, %q) = %q, want %q", name, health, got, want)
+			}
+		}
 	}
 }

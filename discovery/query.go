@@ -57,6 +57,16 @@ func (q Query) normalize() (Query, error) {
 // the same instances (tag order and duplicates and an empty Health versus
 // "passing" do not matter). Suitable as a map key and for logs.
 func (q Query) Key() string {
+	if len(q.Tags) == 0 && q.Datacenter == "" && q.Namespace == "" && q.Partition == "" {
+		// The common query, as url.Values would encode it without building
+		// them: status and readiness key thousands of watches a second.
+		switch q.Health {
+		case "", HealthPassing:
+			return url.PathEscape(q.Service) + "?health=" + HealthPassing
+		case HealthWarning:
+			return url.PathEscape(q.Service) + "?health=" + HealthWarning
+		}
+	}
 	v := url.Values{}
 	if q.Health == "" {
 		v.Set("health", HealthPassing)

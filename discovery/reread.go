@@ -54,7 +54,7 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	var r healthResult
 	var got uint64
 	err := c.read(ctx, func(ctx context.Context) (err error) {
-		r, got, err = c.fetch(ctx, q, endpoint, index, rereadWait)
+		r, got, err = c.fetch(ctx, q, endpoint, index, rereadWait, FeedRereadLabel)
 		return err
 	})
 	if err != nil {
@@ -66,6 +66,10 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	}
 	return r, got, nil
 }
+
+// FeedRereadLabel is the "service" label of the duration of the change
+// feed's re-reads of /v1/health/service/<name>, for every service alike.
+const FeedRereadLabel = "feed:/v1/health/service"
 
 // settle drops what a move promised.
 func (s *feedSub) settle() {

@@ -70,19 +70,23 @@ func (c *Client) Status() []WatchStatus {
 			f.overlay(&out[i])
 		}
 	}
-	slices.SortStableFunc(out, func(a, b WatchStatus) int {
-		if (a.Catalog != nil) != (b.Catalog != nil) {
-			if a.Catalog != nil {
-				return -1
-			}
-			return 1
+	// Key each entry once: a comparator that builds keys costs n·log n of them.
+	keys := make([]string, len(out))
+	order := make([]int, len(out))
+	for i, st := range out {
+		order[i] = i
+		if st.Catalog != nil {
+			keys[i] = "\x00" + st.Catalog.key() // catalog watches first
+		} else {
+			keys[i] = "\x01" + st.Query.Key()
 		}
-		if a.Catalog != nil {
-			return cmp.Compare(a.Catalog.key(), b.Catalog.key())
-		}
-		return cmp.Compare(a.Query.Key(), b.Query.Key())
-	})
-	return out
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
+	sorted := make([]WatchStatus, len(out))
+	for i, j := range order {
+		sorted[i] = out[j]
+	}
+	return sorted
 }
 
 // Watch runs a blocking-query loop on /v1/health/service/<q.Service> until ctx
@@ -120,7 +124,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 	w := &watchState{st: WatchStatus{Query: q}}
 	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
 	fetch := func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
-		return c.fetch(ctx, q, endpoint, index, wait)
+		return c.fetch(ctx, q, endpoint, index, wait, q.Service)
 	}
 	if c.cfg.ChangeFeed {
 		f := c.acquireFeed(scopeOf(q))
@@ -186,7 +190,12 @@ func (c *Client) succeeded(service string, w *watchState, index uint64, at time.
 // *queryError. Every instance is asked for (no ?passing) and the policy is
 // applied in code: node checks and maintenance count the same way for both
 // policies, and the instances left out are reported (Snapshot.Excluded).
-func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration) (_ healthResult, _ uint64, err error) {
+//
+// durationLabel is the "service" label of the query's duration summary: the
+// service for a watch's own blocking query, FeedRereadLabel for the change
+// feed's re-reads (a summary per service would keep about 70 KB of quantile
+// streams for each of thousands of services).
+func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration, durationLabel string) (_ healthResult, _ uint64, err error) {
 	opts := (&api.QueryOptions{
 		Datacenter: q.Datacenter,
 		Namespace:  q.Namespace,
@@ -196,7 +205,7 @@ func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint
 		WaitTime:   wait,
 	}).WithContext(ctx)
 	start := time.Now()
-	defer func() { c.metrics.queryDone(q.Service, start, err) }()
+	defer func() { c.metrics.queryDone(durationLabel, start, err) }()
 	entries, meta, err := c.api.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
 	if err != nil {
 		return healthResult{}, 0, classify(endpoint, unwrapURL(err))
