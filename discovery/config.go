@@ -179,6 +179,9 @@ type Client struct {
 	// reads holds one token per re-read or sweep request in flight
 	// (maxReads): the change feed's bound on connections.
 	reads chan struct{}
+	// idleRereads counts re-reads that found nothing newer than the watch
+	// had (each held a read slot for rereadWait), for tests.
+	idleRereads atomic.Int64
 
 	mu      sync.Mutex
 	watches map[*watchState]struct{}

@@ -64,9 +64,10 @@ const (
 	// agent holds at most 8 connections to its Consul agent.
 	maxReads = 4
 	// rereadWait is the blocking wait of a re-read: the service's index has
-	// moved, so Consul answers at once; the bound only matters for a server
-	// that is behind (with stale reads) or a move that was not one.
-	rereadWait = time.Second
+	// moved, so Consul answers at once; the bound is what a move that was
+	// not one costs a read slot (a server behind, with stale reads, is
+	// read again: feedSub.want).
+	rereadWait = 100 * time.Millisecond
 	// attributeWait is how long a catalog move waits for the checks feed to
 	// reach its index before it sweeps.
 	attributeWait = 500 * time.Millisecond
@@ -106,7 +107,8 @@ type feed struct {
 
 	checksSt, catalogSt watchState
 	sweepMu             sync.Mutex // one sweep at a time
-	lastSweep           time.Time  // guarded by sweepMu
+	lastSweep           time.Time  // the end of the last sweep that succeeded; guarded by sweepMu
+	sweepStart          time.Time  // the start of the last sweep; guarded by sweepMu
 
 	mu        sync.Mutex // guards what follows; taken before a feedSub's mu
 	subs      map[string]map[*feedSub]struct{}

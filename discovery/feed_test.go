@@ -278,3 +278,46 @@ func TestFeedConsulConnectionLimit(t *testing.T) {
 		t.Fatalf("%v answers 429 for %d services: the reads do not back off", n429, services)
 	}
 }
+
+// TestFeedNoIdleRereadsAfterABurst: moves signalled while a watch waits for
+// a read slot are covered by that read and must not cost another one (each
+// would hold a slot for rereadWait; after a feed outage hundreds queued up
+// and delayed real changes by minutes). Node maintenance on and at once off
+// moves all 200 watches twice: the second move reaches most of them while
+// their read for the first waits for a slot.
+func TestFeedNoIdleRereadsAfterABurst(t *testing.T) {
+	t.Parallel()
+	const services = 200
+	a := consultest.Start(t)
+	for i := range services {
+		a.RegisterTTL(t, fmt.Sprintf("svc%d-a", i), fmt.Sprintf("svc%d", i), "10.0.0.1", 80, nil, nil)
+	}
+	c := newTestClient(t, a.Addr(), feedMode)
+	ws := make([]*running, services)
+	for i := range services {
+		ws[i] = startWatch(t, c, Query{Service: fmt.Sprintf("svc%d", i)})
+	}
+	for i := range services {
+		ws[i].rec.waitIDs(t, fmt.Sprintf("svc%d-a", i))
+	}
+	before := c.idleRereads.Load()
+	a.NodeMaintenance(t, true)
+	a.NodeMaintenance(t, false)
+	for i := range services {
+		ws[i].rec.waitIDs(t, fmt.Sprintf("svc%d-a", i))
+	}
+	waitFor(t, "the re-reads to settle", func() bool {
+		for range 3 {
+			if len(c.reads) > 0 {
+				return false
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return true
+	})
+	idle := c.idleRereads.Load() - before
+	t.Logf("re-reads that found nothing new: %d", idle)
+	if idle > services/10 {
+		t.Fatalf("%d re-reads found nothing new for %d services: moves covered by a read were read again", idle, services)
+	}
+}

@@ -54,6 +54,13 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	var r healthResult
 	var got uint64
 	err := c.read(ctx, func(ctx context.Context) (err error) {
+		// A move signalled before this read is sent is in its answer:
+		// drop it, or it costs a re-read that waits rereadWait for nothing
+		// (after a feed outage, hundreds queued behind the read slots).
+		select {
+		case <-sub.moved:
+		default:
+		}
 		r, got, err = c.fetch(ctx, q, endpoint, index, rereadWait, FeedRereadLabel)
 		return err
 	})
@@ -63,6 +70,7 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	sub.read(got, r)
 	if got == index {
 		sub.settle() // nothing newer to wait for: the move was not one
+		c.idleRereads.Add(1)
 	}
 	return r, got, nil
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
+// sweepSpacing is the least time between the starts of two sweeps.
+const sweepSpacing = 2 * time.Second
+
 // sweepAttempts bounds the tries of one sweep; a sweep that still fails is
 // left to the next move, the feed's recovery or the periodic sweep.
 const sweepAttempts = 3
@@ -28,7 +31,13 @@ type sweepInstance struct {
 func (f *feed) sweep(ctx context.Context, why string) {
 	f.sweepMu.Lock()
 	defer f.sweepMu.Unlock()
+	// A sweep costs a request per node: a burst of registrations gets one
+	// every sweepSpacing, each covering all before it.
+	if d := sweepSpacing - time.Since(f.sweepStart); d > 0 && !sleep(ctx, d) {
+		return
+	}
 	start := time.Now()
+	f.sweepStart = start
 	var err error
 	for attempt := 1; attempt <= sweepAttempts; attempt++ {
 		if err = f.sweepOnce(ctx); err == nil || ctx.Err() != nil {
