@@ -109,6 +109,7 @@ type feed struct {
 	sweepMu             sync.Mutex // one sweep at a time
 	lastSweep           time.Time  // the end of the last sweep that succeeded; guarded by sweepMu
 	sweepStart          time.Time  // the start of the last sweep; guarded by sweepMu
+	sweepCost           int        // the requests of the last sweep; guarded by sweepMu
 
 	mu        sync.Mutex // guards what follows; taken before a feedSub's mu
 	subs      map[string]map[*feedSub]struct{}

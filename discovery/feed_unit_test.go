@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 )
 
 // newUnitFeed is a feed with no loops, for the diff logic alone.
@@ -106,6 +107,20 @@ func TestQueryKeyFastPath(t *testing.T) {
 			if got := (Query{Service: name, Health: health}).Key(); got != want {
 				t.Errorf("Key(%q, %q) = %q, want %q", name, health, got, want)
 			}
+		}
+	}
+}
+
+// TestSweepSpacing: sweeps are spaced by their cost (sweepRate requests a
+// second on average), never closer than sweepMinSpacing.
+func TestSweepSpacing(t *testing.T) {
+	for _, c := range []struct {
+		requests int
+		want     time.Duration
+	}{{0, 100 * time.Millisecond}, {2, 100 * time.Millisecond}, {21, 105 * time.Millisecond},
+		{101, 505 * time.Millisecond}, {2001, 10005 * time.Millisecond}} {
+		if got := sweepSpacing(c.requests); got != c.want {
+			t.Errorf("sweepSpacing(%d) = %s, want %s", c.requests, got, c.want)
 		}
 	}
 }

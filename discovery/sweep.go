@@ -7,8 +7,21 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// sweepSpacing is the least time between the starts of two sweeps.
-const sweepSpacing = 2 * time.Second
+// A sweep costs one request per node (and one for the node list). Sweeps are
+// spaced by what the last one cost, so a burst of registration changes costs
+// Consul at most sweepRate requests a second on average however many nodes the
+// datacenter has, and at least sweepMinSpacing passes between two starts: one
+// node's sweep waits 100 ms, 100 nodes' 0.5 s, 2,000 nodes' 10 s.
+const (
+	sweepRate       = 200 // requests per second
+	sweepMinSpacing = 100 * time.Millisecond
+)
+
+// sweepSpacing is the least time after the start of a sweep of requests
+// requests before the next may start.
+func sweepSpacing(requests int) time.Duration {
+	return max(sweepMinSpacing, time.Duration(requests)*time.Second/sweepRate)
+}
 
 // sweepAttempts bounds the tries of one sweep; a sweep that still fails is
 // left to the next move, the feed's recovery or the periodic sweep.
@@ -31,9 +44,9 @@ type sweepInstance struct {
 func (f *feed) sweep(ctx context.Context, why string) {
 	f.sweepMu.Lock()
 	defer f.sweepMu.Unlock()
-	// A sweep costs a request per node: a burst of registrations gets one
-	// every sweepSpacing, each covering all before it.
-	if d := sweepSpacing - time.Since(f.sweepStart); d > 0 && !sleep(ctx, d) {
+	// A burst of registration changes gets one sweep per spacing, each
+	// covering every change before it.
+	if d := sweepSpacing(f.sweepCost) - time.Since(f.sweepStart); d > 0 && !sleep(ctx, d) {
 		return
 	}
 	start := time.Now()
@@ -79,6 +92,7 @@ func (f *feed) sweepOnce(ctx context.Context) error {
 	}
 	byService := map[string][]sweepInstance{}
 	nodeModify := map[string]uint64{}
+	f.sweepCost = 1 + len(nodes)
 	for _, n := range nodes {
 		if n == nil {
 			continue
