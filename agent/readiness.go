@@ -5,6 +5,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,9 +82,22 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 		}
 		byKey[st.Query.Key()] = st
 	}
+	// Watches that a change feed's failure makes degraded are one line, not
+	// one per service: the feed is what failed.
+	var feedStale []string
+	feedSince, feedErr, feedACL := time.Time{}, "", false
 	check := func(name string, st discovery.WatchStatus, since time.Time, synced, catalogOnly bool, what string) {
 		if !st.LastSuccess.IsZero() {
 			since = st.LastSuccess
+		}
+		aclDenied := st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403"
+		if synced && st.FeedError && (aclDenied || maxStale > 0 && time.Since(since) > maxStale) {
+			feedStale = append(feedStale, strings.TrimPrefix(name, "consul service "))
+			feedACL = feedACL || aclDenied
+			if feedSince.IsZero() || since.Before(feedSince) {
+				feedSince, feedErr = since, st.LastError
+			}
+			return
 		}
 		switch {
 		case !synced && catalogOnly:
@@ -100,7 +114,7 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 				msg += " (last error: " + st.LastError + ")"
 			}
 			notReady = append(notReady, msg)
-		case st.LastErrorReason == "acl_filtered" || st.LastErrorReason == "http_403":
+		case aclDenied:
 			degraded = append(degraded, name+": ACL denied, serving the last known "+what+" ("+st.LastError+")")
 		case maxStale > 0 && time.Since(since) > maxStale:
 			degraded = append(degraded, fmt.Sprintf("%s: no successful query for %s, serving the last known %s (last error: %s)",
@@ -122,6 +136,19 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 		}
 		w.mu.Unlock()
 		check("consul service "+w.q.Service, byKey[w.q.Key()], w.since, synced, catalogOnly, "instances")
+	}
+	if len(feedStale) > 0 {
+		slices.Sort(feedStale)
+		names := strings.Join(feedStale[:min(len(feedStale), 5)], ", ")
+		if len(feedStale) > 5 {
+			names += fmt.Sprintf(" and %d more", len(feedStale)-5)
+		}
+		why := fmt.Sprintf("no successful query for %s", time.Since(feedSince).Round(time.Second))
+		if feedACL {
+			why = "ACL denied"
+		}
+		degraded = append(degraded, fmt.Sprintf("consul change feed: %s, serving the last known instances of %d services (%s) (last error: %s)",
+			why, len(feedStale), names, feedErr))
 	}
 	sort.Strings(notReady)
 	sort.Strings(degraded)

@@ -234,8 +234,10 @@ func (d *discoverySet) report(now time.Time, maxStale time.Duration, readiness [
 	}
 	for _, f := range d.client.Feeds() {
 		query := f.Endpoint
-		if f.Datacenter != "" {
-			query += " dc=" + f.Datacenter
+		for _, kv := range [][2]string{{"dc", f.Datacenter}, {"ns", f.Namespace}, {"partition", f.Partition}} {
+			if kv[1] != "" {
+				query += " " + kv[0] + "=" + kv[1]
+			}
 		}
 		wd := doc("feed", "consul change feed", query, f.Status, now, nil)
 		wd.Instances = f.Services // the services that follow it

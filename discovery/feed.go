@@ -83,6 +83,18 @@ type feedScope struct{ datacenter, namespace, partition string }
 
 func scopeOf(q Query) feedScope { return feedScope{q.Datacenter, q.Namespace, q.Partition} }
 
+// logArgs are the scope's log fields: only those set (none for the agent's
+// own datacenter, namespace and partition).
+func (s feedScope) logArgs() []any {
+	var args []any
+	for _, kv := range [][2]string{{"dc", s.datacenter}, {"ns", s.namespace}, {"partition", s.partition}} {
+		if kv[1] != "" {
+			args = append(args, kv[0], kv[1])
+		}
+	}
+	return args
+}
+
 // checkKey identifies a check: node and check ID.
 type checkKey struct{ node, id string }
 
@@ -130,7 +142,10 @@ type feed struct {
 // that lost its state (whose new indexes may equal the old ones).
 type feedDown struct{ err *queryError }
 
-func (e *feedDown) Error() string { return "change feed: " + e.err.Error() }
+// feedErrPrefix starts the error of a watch that the feed's failure fails.
+const feedErrPrefix = "change feed: "
+
+func (e *feedDown) Error() string { return feedErrPrefix + e.err.Error() }
 func (e *feedDown) Unwrap() error { return e.err }
 
 // setFailing records the outcome of a feed query's try.
@@ -227,7 +242,7 @@ func (c *Client) acquireFeed(scope feedScope) *feed {
 	if f == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		f = &feed{c: c, scope: scope, cancel: cancel, done: make(chan struct{}),
-			log:  c.cfg.Logger.With("feed", scope.datacenter+"/"+scope.namespace+"/"+scope.partition),
+			log:  c.cfg.Logger.Named("feed").With(scope.logArgs()...),
 			subs: map[string]map[*feedSub]struct{}{}, advanced: make(chan struct{}), touched: map[uint64][]string{},
 			failing: map[string]*queryError{}, broke: make(chan struct{}), healed: make(chan struct{})}
 		close(f.healed)
@@ -273,32 +288,40 @@ func (f *feed) unsubscribe(s *feedSub) {
 	f.mu.Unlock()
 }
 
-// healthy reports whether both feed queries answered and the last query of
-// each succeeded, and the checks feed's last success.
-func (f *feed) healthy() (ok bool, since time.Time, err, reason string) {
+// healthy returns when the feed last confirmed what it watches (the older of
+// its two queries' last successes; zero before both answered) and the error
+// of a query whose last try failed ("" when none did).
+func (f *feed) healthy() (since time.Time, err, reason string) {
 	f.checksSt.mu.Lock()
 	ch := f.checksSt.st
 	f.checksSt.mu.Unlock()
 	f.catalogSt.mu.Lock()
 	ca := f.catalogSt.st
 	f.catalogSt.mu.Unlock()
+	since = ch.LastSuccess
+	if ca.LastSuccess.Before(since) {
+		since = ca.LastSuccess
+	}
 	switch {
 	case ch.LastError != "":
-		return false, ch.LastSuccess, "change feed: " + ch.LastError, ch.LastErrorReason
+		return since, feedErrPrefix + ch.LastError, ch.LastErrorReason
 	case ca.LastError != "":
-		return false, ch.LastSuccess, "change feed: " + ca.LastError, ca.LastErrorReason
+		return since, feedErrPrefix + ca.LastError, ca.LastErrorReason
 	}
-	return ch.Synced && ca.Synced, ch.LastSuccess, "", ""
+	return since, "", ""
 }
 
-// overlay applies the feed's state to the status of one of its watches: the
-// watch is as fresh as the feed, and shares its failure.
+// overlay applies the feed's state to the status of one of its watches: it
+// shares the feed's failure, and, while its own reads succeed (or fail only
+// because the feed does), it is as fresh as the feed's last success, so a
+// feed outage makes all its watches stale at the same moment.
 func (f *feed) overlay(st *WatchStatus) {
-	ok, since, err, reason := f.healthy()
-	switch {
-	case err != "" && st.LastError == "":
+	since, err, reason := f.healthy()
+	if err != "" && st.LastError == "" {
 		st.LastError, st.LastErrorReason = err, reason
-	case ok && since.After(st.LastSuccess):
+	}
+	st.FeedError = strings.HasPrefix(st.LastError, feedErrPrefix)
+	if st.Synced && (st.LastError == "" || st.FeedError) && since.After(st.LastSuccess) {
 		st.LastSuccess = since
 	}
 }
@@ -511,7 +534,10 @@ func (f *feed) onServices(ctx context.Context, now map[string][]string, index ui
 	f.mu.Lock()
 	old := f.services
 	f.services = now
-	if old != nil {
+	if old == nil {
+		// One line for every watch of the scope, which log their syncs at debug.
+		f.log.Info("following consul through the change feed", "catalog_services", len(now), "index", index)
+	} else {
 		for name, tags := range now {
 			if o, ok := old[name]; !ok || !slices.Equal(o, tags) {
 				f.signalLocked(name, 0)

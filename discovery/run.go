@@ -35,6 +35,10 @@ type watchSpec[T any] struct {
 	// emit receives a result that differs from the last emitted one (and
 	// the first one).
 	emit func(result T, index uint64, at time.Time)
+	// quiet logs the first sync at debug: the watch follows a change feed,
+	// which logs once for all its services (at 5,000 services, one line per
+	// watch drowns the log).
+	quiet bool
 	// seed, when set, is the set a previous watch of the same query emitted
 	// (an agent reload that made a new client): the first answer is a resync
 	// against it, and it is what the watch emits if that answer is held.
@@ -67,10 +71,15 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 	var resyncUntil time.Time // zero: no resync in progress
 	var pending T             // the answer as Consul gave it, while holding
 	holding := false
+	feedFailed := false // the failures were the change feed's, which logs its own recovery
 	recovered := func(index uint64) {
 		if failures > 0 {
-			log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
-			failures = 0
+			if feedFailed {
+				log.Debug("read again after the change feed recovered", "endpoint", endpoint, "index", index)
+			} else {
+				log.Info("consul query succeeded again", "endpoint", endpoint, "failures", failures, "index", index)
+			}
+			failures, feedFailed = 0, false
 		}
 	}
 	apply := func(result T, index uint64, now time.Time) {
@@ -78,10 +87,13 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 			return
 		}
 		n := spec.size(result)
-		if !emitted {
-			log.Info("synced", spec.noun, n, "index", index)
-		} else {
+		switch {
+		case emitted:
 			log.Debug(spec.noun+" changed", spec.noun, n, "index", index)
+		case spec.quiet:
+			log.Debug("synced", spec.noun, n, "index", index)
+		default:
+			log.Info("synced", spec.noun, n, "index", index)
 		}
 		last, emitted, hasLast = result, true, true
 		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
@@ -115,7 +127,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		case holding && now.Before(resyncUntil):
 			released(index, result)
 		case holding:
-			log.Warn("the resync grace ended and consul's answer still lacks the "+spec.noun+" kept; applying it",
+			log.Warn("the resync grace ended; applying consul's answer, which still lacks "+spec.noun+" kept during it",
 				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(result))
 		}
 		resyncUntil, holding = time.Time{}, false
@@ -157,7 +169,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 				// The feed logged and counted it; the watch reads again
 				// once the feed recovers.
 				log.Debug("the change feed failed; waiting for it to recover", "error", fd.err)
-				failures = attempt
+				failures, feedFailed = attempt, true
 				w.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = fd.Error(), fd.err.reason })
 				return
 			}

@@ -34,6 +34,10 @@ type WatchStatus struct {
 	// Instances is the size of the last emitted snapshot (for a catalog
 	// watch: the number of services).
 	Instances int
+	// FeedError is true when LastError is the failure of the change feed the
+	// watch follows (Config.ChangeFeed), shared by every watch of its scope,
+	// not of the watch's own reads.
+	FeedError bool
 }
 
 // watchState is the mutable status of one Watch call.
@@ -146,6 +150,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		label:    q.Service,
 		endpoint: endpoint,
 		noun:     "instances",
+		quiet:    w.feed != nil,
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
 		fetch:    fetch,
 		same:     sameHealth,
