@@ -66,8 +66,8 @@ func (b *bench) churnWindow() (*churnResult, error) {
 					svc = b.rng.IntN(n)
 				}
 				for k := range o.instances {
-					if err := b.cc.Agent().ServiceDeregister(instanceID(svc, k)); err != nil {
-						return nil, fmt.Errorf("deregister %s: %w", instanceID(svc, k), err)
+					if err := b.reg.deregister(serviceName(svc), instanceID(svc, k), k); err != nil {
+						return nil, err
 					}
 				}
 				b.present[svc] = false
@@ -79,7 +79,7 @@ func (b *bench) churnWindow() (*churnResult, error) {
 				absent[j] = absent[len(absent)-1]
 				absent = absent[:len(absent)-1]
 				for k := range o.instances {
-					if err := registerInstance(b.cc, serviceName(svc), instanceID(svc, k), b.ports[k]); err != nil {
+					if err := b.reg.register(serviceName(svc), instanceID(svc, k), k, b.ports[k]); err != nil {
 						return nil, err
 					}
 					b.passing[svc][k] = true
@@ -89,7 +89,7 @@ func (b *bench) churnWindow() (*churnResult, error) {
 			case grow(len(extras)):
 				for k := range o.instances {
 					name := extraName(nextExtra)
-					if err := registerInstance(b.cc, name, fmt.Sprintf("%s-%d", name, k), b.ports[k]); err != nil {
+					if err := b.reg.register(name, fmt.Sprintf("%s-%d", name, k), k, b.ports[k]); err != nil {
 						return nil, err
 					}
 				}
@@ -99,8 +99,8 @@ func (b *bench) churnWindow() (*churnResult, error) {
 			default:
 				name := extraName(extras[0])
 				for k := range o.instances {
-					if err := b.cc.Agent().ServiceDeregister(fmt.Sprintf("%s-%d", name, k)); err != nil {
-						return nil, fmt.Errorf("deregister %s-%d: %w", name, k, err)
+					if err := b.reg.deregister(name, fmt.Sprintf("%s-%d", name, k), k); err != nil {
+						return nil, err
 					}
 				}
 				extras = extras[1:]
@@ -114,7 +114,7 @@ func (b *bench) churnWindow() (*churnResult, error) {
 	progress(o, "comparing the routing with Consul after the churn")
 	b.proxy.mark("comparison after churn")
 	var err error
-	if r.final, err = waitRouting(b.ag, b.cc, b.node, n, b.expect, 15*time.Second); err != nil {
+	if r.final, err = waitRouting(b.ag, b.cc, b.reg, n, b.expect, 15*time.Second); err != nil {
 		return nil, err
 	}
 	_, r.settleErr = b.proxy.waitSettled(start.Add(r.dur), 5*time.Second)

@@ -72,7 +72,7 @@ func (a *agentProc) routing() (map[string][]string, error) {
 // instances Consul reports passing, and Consul's with what the benchmark
 // set (expect: the passing instances of service i, by instance index; nil
 // for a deregistered service). It returns one line per mismatch.
-func compareRouting(ag *agentProc, cc *api.Client, node string, n int, expect func(i int) []int) ([]string, error) {
+func compareRouting(ag *agentProc, cc *api.Client, reg registry, n int, expect func(i int) []int) ([]string, error) {
 	got, err := ag.routing()
 	if err != nil {
 		return nil, err
@@ -86,8 +86,9 @@ func compareRouting(ag *agentProc, cc *api.Client, node string, n int, expect fu
 		name := serviceName(i)
 		var mine []string
 		for _, k := range expect(i) {
-			mine = append(mine, node+"/"+instanceID(i, k))
+			mine = append(mine, reg.key(name, k, instanceID(i, k)))
 		}
+		slices.Sort(mine)
 		switch {
 		case !slices.Equal(got[name], want[name]):
 			out = append(out, fmt.Sprintf("%s: agent %v, consul %v", name, got[name], want[name]))
@@ -109,12 +110,12 @@ type routingCheck struct {
 // waitRouting compares until the routing equals Consul's or timeout
 // passes (a wait for a condition: the last changes may still be
 // propagating).
-func waitRouting(ag *agentProc, cc *api.Client, node string, n int, expect func(i int) []int, timeout time.Duration) (routingCheck, error) {
+func waitRouting(ag *agentProc, cc *api.Client, reg registry, n int, expect func(i int) []int, timeout time.Duration) (routingCheck, error) {
 	t0 := time.Now()
 	rc := routingCheck{upstreams: n}
 	var cerr error
 	_ = waitUntil(timeout, 100*time.Millisecond, func() bool {
-		rc.mismatches, cerr = compareRouting(ag, cc, node, n, expect)
+		rc.mismatches, cerr = compareRouting(ag, cc, reg, n, expect)
 		return cerr == nil && len(rc.mismatches) == 0
 	})
 	rc.took = time.Since(t0)

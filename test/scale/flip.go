@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -36,8 +35,8 @@ func (b *bench) flip(svc, inst int) (*flipResult, error) {
 		status = api.HealthPassing
 	}
 	f.t0 = time.Now()
-	if err := b.cc.Agent().UpdateTTL(instanceID(svc, inst)+":ttl", "scale", status); err != nil {
-		return nil, fmt.Errorf("set check of %s: %w", instanceID(svc, inst), err)
+	if err := b.reg.setCheck(serviceName(svc), instanceID(svc, inst), inst, status); err != nil {
+		return nil, err
 	}
 	f.t1 = time.Now()
 	return f, nil
@@ -125,7 +124,7 @@ func (b *bench) follows(svcs map[int]bool) bool {
 	for i := range svcs {
 		var want []string
 		for _, k := range b.expect(i) {
-			want = append(want, b.node+"/"+instanceID(i, k))
+			want = append(want, b.reg.key(serviceName(i), k, instanceID(i, k)))
 		}
 		slices.Sort(want)
 		if !slices.Equal(got[serviceName(i)], want) {

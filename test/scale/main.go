@@ -45,6 +45,7 @@ import (
 // options are the benchmark's parameters (flags, or the test's preset).
 type options struct {
 	services, instances int
+	nodes               int // Consul nodes holding the instances (registry)
 	duration, flip      time.Duration
 	wait, idle          time.Duration
 	baseline            time.Duration // Consul CPU before the agent starts
@@ -66,6 +67,7 @@ type options struct {
 func (o *options) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.services, "services", 5000, "services (one upstream each)")
 	fs.IntVar(&o.instances, "instances", 2, "instances per service (one loopback backend port per instance index)")
+	fs.IntVar(&o.nodes, "nodes", 1, "Consul nodes holding the instances: 1 registers them with the dev agent itself (TTL checks); N > 1 spreads them over N catalog nodes with checks set through /v1/catalog/register, as a datacenter of many client agents has them")
 	fs.DurationVar(&o.duration, "duration", 60*time.Second, "length of each flip window")
 	fs.DurationVar(&o.flip, "flip", 100*time.Millisecond, "one check flip every this long (flip windows and churn)")
 	fs.DurationVar(&o.wait, "wait", 5*time.Minute, "the agent's consul.wait (blocking-query wait, 1s..10m)")
@@ -109,9 +111,9 @@ func (o *options) finish() error {
 	if o.out == nil {
 		o.out = os.Stdout
 	}
-	if o.services < 1 || o.instances < 1 || o.flip <= 0 || o.duration <= 0 || o.wait < time.Second ||
+	if o.services < 1 || o.instances < 1 || o.nodes < 1 || o.flip <= 0 || o.duration <= 0 || o.wait < time.Second ||
 		o.readyTimeout <= 0 || o.churn < 0 || o.churnEvery <= 0 || o.consulMaxConns < 0 {
-		return fmt.Errorf("need -services >= 1, -instances >= 1, -flip > 0, -duration > 0, -wait >= 1s, " +
+		return fmt.Errorf("need -services >= 1, -instances >= 1, -nodes >= 1, -flip > 0, -duration > 0, -wait >= 1s, " +
 			"-ready-timeout > 0, -churn >= 0, -churn-every > 0, -consul-max-conns >= 0")
 	}
 	return nil

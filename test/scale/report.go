@@ -60,8 +60,12 @@ func (r *result) report(w io.Writer) {
 		limit = fmt.Sprintf("limits.http_max_conns_per_client = %d", o.consulMaxConns)
 	}
 	p("impulse-agent Consul scale benchmark (B06), agent built from %s", r.build)
-	p("  %d services × %d instances (%d TTL checks on one Consul v1.14 dev node, %s), consul.wait %s, %d CPUs, %s",
-		n, o.instances, n*o.instances, limit, o.wait, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
+	layout := fmt.Sprintf("%d TTL checks on one Consul v1.14 dev node", n*o.instances)
+	if o.nodes > 1 {
+		layout = fmt.Sprintf("%d checks on %d catalog nodes of one Consul v1.14 dev agent", n*o.instances, o.nodes)
+	}
+	p("  %d services × %d instances (%s, %s), consul.wait %s, %d CPUs, %s",
+		n, o.instances, layout, limit, o.wait, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
 	p("  load average at start / end: %s / %s (the CPUs are shared with whatever else runs)", r.loadStart, loadavg())
 	base := "not measured (-baseline 0)"
 	if o.baseline > 0 {

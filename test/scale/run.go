@@ -32,6 +32,7 @@ type bench struct {
 	o         options
 	cc        *api.Client
 	node      string // the Consul dev node's name
+	reg       registry
 	consulPID int
 	ports     []int // backend port of each instance index
 	proxy     *countingProxy
@@ -99,7 +100,10 @@ func run(o options) (*result, error) {
 	// sync" and "Check in sync" for every local instance and check on each
 	// sync: 20,000 lines per flip at 5,000 services, most of the agent's CPU
 	// per flip. INFO is Consul's default outside -dev, what production runs.
-	cfg := "log_level = \"INFO\"\n" + servicesHCL(o, be.ports)
+	cfg := "log_level = \"INFO\"\n"
+	if o.nodes <= 1 {
+		cfg += servicesHCL(o, be.ports)
+	}
 	if o.consulMaxConns > 0 {
 		cfg += fmt.Sprintf("limits {\n  http_max_conns_per_client = %d\n}\n", o.consulMaxConns)
 	}
@@ -111,6 +115,13 @@ func run(o options) (*result, error) {
 	defer func() { stopConsul(failed) }()
 	b := &bench{o: o, cc: consul.Client(), node: consul.Node(), consulPID: childPID("consul"), res: res,
 		rng: rand.New(rand.NewPCG(o.seed, 0x5ca1e)), ports: be.ports}
+	b.reg = registry{cc: b.cc, node: b.node, nodes: o.nodes}
+	if o.nodes > 1 {
+		progress(o, "registering the instances on %d catalog nodes", o.nodes)
+		if err := b.reg.registerAll(o.services, o.instances, be.ports); err != nil {
+			return nil, err
+		}
+	}
 	b.passing, b.present = make([][]bool, o.services), slices.Repeat([]bool{true}, o.services)
 	for i := range b.passing {
 		b.passing[i] = slices.Repeat([]bool{true}, o.instances)
@@ -224,7 +235,7 @@ func (b *bench) phases(agentStart time.Time, roots *x509.CertPool) error {
 
 	progress(o, "comparing the routing with Consul")
 	b.proxy.mark("comparison")
-	final, err := waitRouting(ag, b.cc, b.node, o.services, b.expect, 10*time.Second)
+	final, err := waitRouting(ag, b.cc, b.reg, o.services, b.expect, 10*time.Second)
 	if err != nil {
 		return err
 	}

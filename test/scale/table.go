@@ -21,8 +21,12 @@ func (r *result) table(w io.Writer) {
 	if o.consulMaxConns > 0 {
 		limit = fmt.Sprintf("Consul http_max_conns_per_client %d", o.consulMaxConns)
 	}
-	fmt.Fprintf(w, "| %s services × %d instances, wait %s, %s, %d CPUs | result | target | |\n",
-		thousands(o.services), o.instances, o.wait, limit, runtime.NumCPU())
+	nodes := "one node"
+	if o.nodes > 1 {
+		nodes = fmt.Sprintf("%d nodes", o.nodes)
+	}
+	fmt.Fprintf(w, "| %s services × %d instances on %s, wait %s, %s, %d CPUs | result | target | |\n",
+		thousands(o.services), o.instances, nodes, o.wait, limit, runtime.NumCPU())
 	fmt.Fprintln(w, "|---|---|---|---|")
 
 	if r.ready {
