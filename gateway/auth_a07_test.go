@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -182,4 +184,38 @@ func checkNoSecret(t *testing.T, where, text string) {
 			t.Errorf("the %s is in the %s", name, where)
 		}
 	}
+}
+
+// TestA07NoSecretInTraces: the spans of requests with right and wrong
+// credentials (every attribute, event and status) hold no key, password
+// or hash, over every ingress.
+func TestA07NoSecretInTraces(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		tp, exp := newTestTracing(t)
+		backend := &headerLog{}
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{a07Upstream(t, backend)}, TracerProvider: tp}, ListenerConfig{}, proto)
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.SetBasicAuth(a07User, a07Password)
+		wrong, _ := http.NewRequest("GET", "/", nil)
+		wrong.SetBasicAuth(a07User, a07Password+"x")
+		for _, c := range []struct {
+			path string
+			hdr  http.Header
+		}{
+			{"/keys/a", http.Header{"X-Api-Key": {a07Key}}},
+			{"/keys/a", http.Header{"X-Api-Key": {a07Key + "x"}}},
+			{"/basic/a", r.Header},
+			{"/basic/a", wrong.Header},
+		} {
+			if _, _, err := h.do("GET", c.path, nil, 0, c.hdr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var dump strings.Builder
+		eventually(t, 10*time.Second, func() bool { return len(exp.GetSpans()) >= 4 }, "spans")
+		for _, s := range exp.GetSpans() {
+			fmt.Fprintf(&dump, "%s %v %v %v %v\n", s.Name, s.Attributes, s.Events, s.Status, s.Links)
+		}
+		checkNoSecret(t, "traces", dump.String())
+	})
 }
