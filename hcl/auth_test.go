@@ -123,3 +123,22 @@ func TestAuthBlocks(t *testing.T) {
 		t.Errorf("empty keys file: warnings %s", linesOf(cfg.Warnings))
 	}
 }
+
+// TestFullExampleAuth: full.hcl's upstream "admin" writes out every auth
+// argument with its default.
+func TestFullExampleAuth(t *testing.T) {
+	cfg, diags := Load([]string{"testdata/good/full.hcl"})
+	if diags.HasErrors() {
+		t.Fatal(linesOf(diags))
+	}
+	rt := cfg.Upstreams[1].Routes[0]
+	if k := rt.APIKeys; k == nil || k.Header != DefaultAPIKeyHeader || len(k.Keys) != 1 || k.Keys[0].Name != "ci" {
+		t.Errorf("api_keys = %+v", rt.APIKeys)
+	}
+	if b := rt.BasicAuth; b == nil || b.Realm != DefaultBasicRealm || len(b.Users) != 1 {
+		t.Errorf("basic_auth = %+v", rt.BasicAuth)
+	}
+	if f := rt.ForwardAuth; f == nil || f.Timeout != DefaultForwardAuthTimeout || len(f.CopyRequestHeaders) != 0 || len(f.CopyResponseHeaders) != 0 {
+		t.Errorf("forward_auth = %+v", rt.ForwardAuth)
+	}
+}
