@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,5 +187,92 @@ upstream "api" {
 	}
 	if !strings.Contains(logs, `"@level":"debug"`) {
 		t.Error("no debug line was logged: the check did not cover debug logging")
+	}
+}
+
+// TestA06ForwardAuthAgent: case A06 through the agent process, its
+// forward_auth block as written in HCL, over h1, h2 and h3: an auth service
+// (a real HTTP server) that allows with X-User, refuses with 401 and a
+// body, redirects with 302, or hangs; the backend sees only the allowed
+// requests, with X-User.
+func TestA06ForwardAuthAgent(t *testing.T) {
+	release := make(chan struct{})
+	authSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch uri := r.Header.Get("X-Forwarded-Uri"); {
+		case strings.HasPrefix(uri, "/allow"):
+			w.Header().Set("X-User", "bob")
+		case strings.HasPrefix(uri, "/deny"):
+			w.WriteHeader(401)
+			io.WriteString(w, "no entry")
+		case strings.HasPrefix(uri, "/login"):
+			w.Header().Set("Location", "https://login.example/")
+			w.WriteHeader(302)
+		case strings.HasPrefix(uri, "/hang"):
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+	}))
+	t.Cleanup(func() { close(release); authSrv.Close() })
+	var mu sync.Mutex
+	var users []string
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		users = append(users, r.URL.Path+" "+r.Header.Get("X-User"))
+		mu.Unlock()
+		io.WriteString(w, "backend")
+	}))
+	t.Cleanup(be.Close)
+	cfg := baseHCL() + fmt.Sprintf(`
+upstream "app" {
+  route {
+    path_prefix = "/"
+    forward_auth {
+      address               = %q
+      copy_response_headers = ["X-User"]
+      timeout               = "500ms"
+    }
+  }
+  backend "b" {
+    address = %q
+  }
+}
+`, authSrv.URL+"/verify", be.URL)
+	a := startAgent(t, cfg)
+	for proto, c := range authClients(t) {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		for path, want := range map[string]struct {
+			status int
+			body   string
+			field  [2]string
+		}{
+			"/allow": {200, "backend", [2]string{}},
+			"/deny":  {401, "no entry", [2]string{"X-Impulse-Error", ""}},
+			"/login": {302, "", [2]string{"Location", "https://login.example/"}},
+			"/hang":  {503, "Service Unavailable: auth_unavailable\n", [2]string{"X-Impulse-Error", "auth_unavailable"}},
+		} {
+			req, _ := http.NewRequest("GET", a.URL(path), nil)
+			req.Header.Set("X-User", "forged")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", proto, path, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want.status || string(b) != want.body || want.field[0] != "" && resp.Header.Get(want.field[0]) != want.field[1] {
+				t.Errorf("%s %s: %d %q %v, want %d %q %v", proto, path, resp.StatusCode, b, resp.Header, want.status, want.body, want.field)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(users) != 3 {
+		t.Fatalf("the backend got %v, want one /allow per protocol", users)
+	}
+	for _, u := range users {
+		if u != "/allow bob" {
+			t.Errorf("the backend got %q, want \"/allow bob\"", u)
+		}
 	}
 }
