@@ -13,6 +13,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/auth"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
@@ -111,7 +112,8 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.TLS = tc
 	}
 	for _, r := range u.Routes {
-		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades})
+		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
+			Auth: routeAuth(r)})
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})
@@ -273,4 +275,21 @@ func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []
 		out = append(out, sp)
 	}
 	return out, skipped
+}
+
+// routeAuth converts a route's api_keys, basic_auth and forward_auth
+// blocks (the credentials were read and parsed by hcl at load).
+func routeAuth(r hcl.Route) auth.Config {
+	var c auth.Config
+	if k := r.APIKeys; k != nil {
+		c.APIKeys = &auth.APIKeysConfig{Header: k.Header, Keys: k.Keys}
+	}
+	if b := r.BasicAuth; b != nil {
+		c.Basic = &auth.BasicConfig{Realm: b.Realm, Users: b.Users}
+	}
+	if f := r.ForwardAuth; f != nil {
+		c.Forward = &auth.ForwardConfig{Address: f.Address, CopyRequestHeaders: f.CopyRequestHeaders,
+			CopyResponseHeaders: f.CopyResponseHeaders, Timeout: f.Timeout}
+	}
+	return c
 }

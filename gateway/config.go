@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/auth"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
@@ -146,4 +147,9 @@ type RouteConfig struct {
 	// nil means DefaultUpgrades (WebSocket); an empty, non-nil slice
 	// refuses every upgrade (403 upgrade_not_allowed).
 	Upgrades []string
+	// Auth is the route's edge authentication (authn.go, auth.Config),
+	// after routing and before the rate limits; the zero value is none.
+	// Apply switches it at once; a forward_auth block unchanged keeps its
+	// connections.
+	Auth auth.Config
 }

@@ -46,6 +46,7 @@ type table struct {
 	// MaxRequests (by name); a limiter outlives reloads of its upstream.
 	limiters map[string]*concurrency.Limiter
 	attempts map[*upstream.Upstream]*retry.Settings
+	auth     authPolicies // routes with authentication (authn.go)
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -220,6 +221,9 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
+	if next.auth, err = buildAuthPolicies(old.auth, ups); err != nil {
+		return fail(fmt.Errorf("gateway: %w", err))
+	}
 	for i := range configs {
 		uc, name := &configs[i], configs[i].Name
 		// Only now: a failed Apply changes no limit.
@@ -233,6 +237,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	}
 	g.obs.Traffic.Keep(slices.Collect(maps.Keys(next.upstreams)))
 	g.table.Store(next)
+	closeRetiredForwards(old.auth, next.auth)
 	for name, u := range old.upstreams {
 		if next.upstreams[name] != u {
 			u.Close()
@@ -350,6 +355,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	for _, u := range g.table.Load().upstreams {
 		u.Close()
 	}
+	closeRetiredForwards(g.table.Load().auth, nil)
 	g.obs.Access.Close(accessLogFlushWait) // every request has been recorded
 	g.stopSampling()
 	g.sampling.Wait()

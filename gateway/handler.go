@@ -19,7 +19,7 @@ import (
 //
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
-// route → early data → rate limits → concurrency limits → pick → the
+// route → early data → authentication → rate limits → concurrency limits → pick → the
 // attempts (attempts.go, hedge.go; tunnels: tunnel.go) → one Outcome
 // (recorder.go). The answers the gateway gives itself are answer.All.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request, refused answer.Answer) {
@@ -101,6 +101,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	if rec.grpc.invalidTimeout() {
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
+		return
+	}
+	if !g.authenticate(&rec, w, r, tbl, rt) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
 		return
 	}
 	if !g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go)

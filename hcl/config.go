@@ -389,6 +389,11 @@ type Route struct {
 	// extended CONNECT's :protocol), lower-cased; DefaultUpgrades when
 	// absent, empty (never nil) when set to [] (every upgrade refused).
 	Upgrades []string
+	// APIKeys, BasicAuth and ForwardAuth are the route's edge
+	// authentication (auth.go; nil: none).
+	APIKeys     *APIKeys
+	BasicAuth   *BasicAuth
+	ForwardAuth *ForwardAuth
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

@@ -204,6 +204,10 @@ type rawRoute struct {
 	PathPrefix *hcl2.Attribute `hcl:"path_prefix,optional"`
 	Methods    *hcl2.Attribute `hcl:"methods,optional"`
 	Upgrades   *hcl2.Attribute `hcl:"upgrades,optional"`
+
+	APIKeyss     []*rawAPIKeys     `hcl:"api_keys,block"`     // auth.go
+	BasicAuths   []*rawBasicAuth   `hcl:"basic_auth,block"`   // auth.go
+	ForwardAuths []*rawForwardAuth `hcl:"forward_auth,block"` // auth.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -72,6 +72,10 @@ type Entry struct {
 	UserAgent, Referer string
 	// GRPCStatus is the gRPC status name of a gRPC call ("" otherwise).
 	GRPCStatus string
+	// Auth is the edge authentication's outcome as "method:result"
+	// ("basic:ok", "forward:denied"; "" on a route without
+	// authentication); AuthSubject the user or key name it let in ("").
+	Auth, AuthSubject string
 }
 
 // Stats are a log's counters, owned by the caller so that they carry over

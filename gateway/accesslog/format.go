@@ -8,7 +8,9 @@ import (
 
 // appendJSON appends e as one JSON object and a newline. Keys are always
 // present except query (only with includeQuery), client_cert_subject
-// (only for a verified certificate) and grpc_status (only for gRPC).
+// (only for a verified certificate), grpc_status (only for gRPC), auth
+// and auth_subject (only on a route with authentication; auth_subject only
+// for a request it let in as a named user or key).
 func appendJSON(b []byte, e *Entry, includeQuery bool) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.Start.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
@@ -44,6 +46,12 @@ func appendJSON(b []byte, e *Entry, includeQuery bool) []byte {
 	b = appendField(b, "user_agent", e.UserAgent)
 	if e.GRPCStatus != "" {
 		b = appendField(b, "grpc_status", e.GRPCStatus)
+	}
+	if e.Auth != "" {
+		b = appendField(b, "auth", e.Auth)
+		if e.AuthSubject != "" {
+			b = appendField(b, "auth_subject", e.AuthSubject)
+		}
 	}
 	return append(b, "}\n"...)
 }

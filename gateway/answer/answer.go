@@ -63,6 +63,7 @@ const (
 	GRPCUnavailable       = 14
 	GRPCCanceled          = 1
 	GRPCUnknown           = 2
+	GRPCUnauthenticated   = 16
 )
 
 // The answers. Where the status depends on the moment (a reset after the
@@ -99,6 +100,9 @@ var (
 	ClientBodyMalformed  = Answer{400, transport.ReasonClientBodyMalformed, GRPCInternal, false, StreamError}
 	GRPCTimeout          = Answer{504, "grpc_timeout", GRPCDeadlineExceeded, false, Response}
 	GRPCTimeoutInvalid   = Answer{400, "invalid_grpc_timeout", GRPCInternal, false, Response}
+	AuthRequired         = Answer{401, "auth_required", GRPCUnauthenticated, false, Response}
+	AuthInvalid          = Answer{401, "auth_invalid", GRPCUnauthenticated, false, Response}
+	AuthUnavailable      = Answer{503, "auth_unavailable", GRPCUnavailable, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -108,7 +112,7 @@ var All = []Answer{
 	RateLimited, BodyTooLarge, ClientBodyTimeout, Pending, NoBackend, Overloaded,
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
-	GRPCTimeout, GRPCTimeoutInvalid,
+	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthUnavailable,
 }
 
 // byReason indexes All.
@@ -153,6 +157,8 @@ func GRPCOfHTTP(status int) int {
 		return GRPCResourceExhausted
 	case http.StatusBadRequest:
 		return GRPCInternal
+	case http.StatusUnauthorized:
+		return GRPCUnauthenticated
 	}
 	return GRPCUnknown
 }

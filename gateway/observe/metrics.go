@@ -24,7 +24,7 @@ import (
 // conns.go, ...).
 var (
 	CounterDefinitions = slices.Concat(requestCounters, tunnelCounters, grpcCounters, healthCounters,
-		limitCounters, attemptCounters, accessLogCounters)
+		limitCounters, attemptCounters, accessLogCounters, authCounters)
 	// SummaryDefinitions is empty: the request duration is a histogram,
 	// which has no definition (requests.go).
 	SummaryDefinitions []prometheus.SummaryDefinition
@@ -46,6 +46,7 @@ type Metrics struct {
 	rateLimits sync.Map   // rateLimitedKey → *flushedCount (limits.go)
 	overloads  sync.Map   // overloadKey → *flushedCount (limits.go)
 	attempts   sync.Map   // attemptKey → *flushedCount (attempts.go)
+	auths      sync.Map   // authKey → *flushedCount (auth.go)
 	tunnels    tunnelCounts
 	tunnelMu   sync.Mutex // one byte flush at a time (tunnels.go)
 	accessLog  accessLogCounts
@@ -84,7 +85,7 @@ func (gm *Metrics) Flush(now time.Time, live func(upstream string) bool) {
 	gm.flushMu.Lock()
 	defer gm.flushMu.Unlock()
 	gm.flushRequests(now, live)
-	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts} {
+	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts, &gm.auths} {
 		gm.flushCounts(m, now, live)
 	}
 	gm.flushAccessLog(now)

@@ -58,6 +58,11 @@ type Outcome struct {
 	BytesIn, BytesOut int64
 	Duration          time.Duration
 	Tunnel            bool
+	// Auth is the route's authentication outcome, "method:result" of the
+	// deciding method (auth.Method*, auth.Result*; "" when the route has
+	// none or the request ended before it); AuthSubject the basic user or
+	// named API key let in ("" otherwise). Never a credential.
+	Auth, AuthSubject string
 
 	// Span is the request's server span (nil: not traced).
 	Span *ServerSpan

@@ -187,3 +187,26 @@ access_log {                     # one line per request at every log level (READ
   format        = "json"         # json | combined (NCSA combined, as Apache and nginx)
   include_query = false          # true: log query strings, which often carry secrets
 }
+
+upstream "admin" {               # edge authentication on routes (README "Edge authentication"); each block absent: off
+  route {
+    path_prefix = "/admin/"
+    api_keys {                   # every block present must pass: api_keys, then basic_auth, then forward_auth
+      header    = "X-Api-Key"    # the request field holding the key; removed before the backend
+      keys_file = "testdata/auth/keys"   # required; KEY or NAME:KEY lines, read at every load and reload
+    }
+    basic_auth {                 # HTTP Basic (RFC 7617); Authorization removed before the backend
+      users_file = "testdata/auth/users" # required; USER:BCRYPT-HASH lines (htpasswd -B)
+      realm      = "impulse-agent"
+    }
+    forward_auth {               # a GET to address per request, Traefik ForwardAuth style
+      address               = "http://127.0.0.1:4181/auth" # required; http or https
+      copy_request_headers  = [] # request fields sent to the auth service besides X-Forwarded-*
+      copy_response_headers = [] # fields of its 2xx answer set on the request (a client's own removed)
+      timeout               = "2s" # 1ms..1m; past it: 503 auth_unavailable
+    }
+  }
+  backend "admin-1" {
+    address = "http://127.0.0.1:8081"
+  }
+}

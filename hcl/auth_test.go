@@ -1,0 +1,144 @@
+package hcl
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// authUpstream is an upstream whose route holds body (auth blocks).
+func authUpstream(body string) string {
+	return testListener + "upstream \"api\" {\n  route {\n" + body + "\n  }\n  backend \"b\" {\n    address = \"http://127.0.0.1:8080\"\n  }\n}\n"
+}
+
+// posOf is "line:column" of the first occurrence of s in src (1-based).
+func posOf(src, s string) string {
+	i := strings.Index(src, s)
+	if i < 0 {
+		return "?"
+	}
+	line := strings.Count(src[:i], "\n") + 1
+	col := i - strings.LastIndex(src[:i], "\n")
+	return fmt.Sprintf("%d:%d", line, col)
+}
+
+func writeCred(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAuthBlocks: api_keys, basic_auth and forward_auth convert with
+// their defaults, and every bad value or credential file is an error at
+// file:line:column of its attribute that names the file's line and quotes
+// no credential.
+func TestAuthBlocks(t *testing.T) {
+	dir := t.TempDir()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	keys := writeCred(t, dir, "keys", "# comment\nci:key-0123456789abcdef\n\nkey-fedcba9876543210\n")
+	users := writeCred(t, dir, "users", "alice:"+string(hash)+"\n")
+	cfg := mustParse(t, authUpstream(fmt.Sprintf(`    api_keys { keys_file = %q }
+    basic_auth { users_file = %q }
+    forward_auth { address = "http://127.0.0.1:4181/auth" }`, keys, users)))
+	rt := cfg.Upstreams[0].Routes[0]
+	if k := rt.APIKeys; k == nil || k.Header != "X-Api-Key" || len(k.Keys) != 2 || k.Keys[0].Name != "ci" || k.Keys[1].Name != "" {
+		t.Errorf("api_keys = %+v", rt.APIKeys)
+	}
+	if b := rt.BasicAuth; b == nil || b.Realm != DefaultBasicRealm || len(b.Users) != 1 || b.Users[0].Name != "alice" {
+		t.Errorf("basic_auth = %+v", rt.BasicAuth)
+	}
+	if f := rt.ForwardAuth; f == nil || f.Address != "http://127.0.0.1:4181/auth" || f.Timeout != 2*time.Second || f.CopyRequestHeaders != nil || f.CopyResponseHeaders != nil {
+		t.Errorf("forward_auth = %+v", rt.ForwardAuth)
+	}
+	if s := fmt.Sprintf("%v %+v", rt.APIKeys.Keys, rt.BasicAuth.Users); strings.Contains(s, string(hash)) {
+		t.Errorf("a user formats with its hash: %s", s)
+	}
+
+	bad := map[string]string{
+		"shortkey":  "ci:short\n",
+		"dupkey":    "a:key-0123456789abcdef\nb:key-0123456789abcdef\n",
+		"plainuser": "alice:pw-in-clear\n",
+		"md5user":   "alice:$apr1$abc$def\n",
+		"nocolon":   "alice\n",
+	}
+	files := map[string]string{}
+	for name, data := range bad {
+		files[name] = writeCred(t, dir, name, data)
+	}
+	for _, tc := range []struct {
+		body, at, want string
+	}{
+		{fmt.Sprintf("api_keys { keys_file = %q }", files["shortkey"]), fmt.Sprintf("%q", files["shortkey"]),
+			"Invalid keys_file: upstream \"api\" route api_keys keys_file: " + files["shortkey"] + ":1: a key must be 16 to 512 bytes long."},
+		{fmt.Sprintf("api_keys { keys_file = %q }", files["dupkey"]), fmt.Sprintf("%q", files["dupkey"]), ":2: the same key as line 1."},
+		{fmt.Sprintf("basic_auth { users_file = %q }", files["plainuser"]), fmt.Sprintf("%q", files["plainuser"]), ":1: user \"alice\": not a bcrypt hash"},
+		{fmt.Sprintf("basic_auth { users_file = %q }", files["md5user"]), fmt.Sprintf("%q", files["md5user"]), "not a bcrypt hash"},
+		{fmt.Sprintf("basic_auth { users_file = %q }", files["nocolon"]), fmt.Sprintf("%q", files["nocolon"]), ":1: not USER:HASH."},
+		{fmt.Sprintf("basic_auth { users_file = %q }", dir+"/missing"), fmt.Sprintf("%q", dir+"/missing"), "File not found"},
+		{fmt.Sprintf("basic_auth { users_file = %q }", dir), fmt.Sprintf("%q", dir), "is a directory"},
+		{"basic_auth { }", "basic_auth", "Missing users_file"},
+		{`basic_auth { users_file = "" }`, `""`, "must not be empty"},
+		{fmt.Sprintf("basic_auth {\n users_file = %q\n realm = \"a\\\"b\"\n}", users), `"a\"b"`, "Invalid realm"},
+		{"api_keys { }", "api_keys", "Missing keys_file"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"X Key\"\n}", keys), `"X Key"`, "is not a field name"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"Host\"\n}", keys), `"Host"`, "cannot carry an API key"},
+		{"forward_auth { }", "forward_auth", "Missing address"},
+		{`forward_auth { address = "tcp://a:1" }`, `"tcp://a:1"`, "the scheme must be http or https"},
+		{`forward_auth { address = "http://u:p@a:1" }`, `"http://u:p@a:1"`, "user info is not allowed"},
+		{`forward_auth { address = "/auth" }`, `"/auth"`, "the scheme must be http or https"},
+		{"forward_auth {\n address = \"http://a:1\"\n timeout = \"0s\"\n}", `"0s"`, "Duration out of range"},
+		{"forward_auth {\n address = \"http://a:1\"\n timeout = \"2m\"\n}", `"2m"`, "Duration out of range"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_response_headers = [\"X User\"]\n}", `"X User"`, "is not a field name"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"\"]\n}", `""`, "is not a field name"},
+		{"forward_auth {\n address = \"http://a:1\"\n}\n forward_auth {\n address = \"http://a:1\"\n}", "2nd forward_auth {", "Duplicate forward_auth block"},
+	} {
+		src := authUpstream("    " + tc.body)
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		at := posOf(src, tc.at)
+		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
+			first := strings.Index(src, second) + 1
+			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
+		}
+		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
+		}
+		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") {
+			t.Errorf("%s: a diagnostic quotes a credential:\n%s", tc.body, got)
+		}
+	}
+
+	// An empty file admits nobody: valid, with a warning.
+	empty := writeCred(t, dir, "empty", "# nobody yet\n")
+	cfg = mustParse(t, authUpstream(fmt.Sprintf("    api_keys { keys_file = %q }", empty)))
+	if len(cfg.Warnings) != 1 || !strings.Contains(FormatDiagnostic(cfg.Warnings[0]), "holds none") {
+		t.Errorf("empty keys file: warnings %s", linesOf(cfg.Warnings))
+	}
+}
+
+// TestFullExampleAuth: full.hcl's upstream "admin" writes out every auth
+// argument with its default.
+func TestFullExampleAuth(t *testing.T) {
+	cfg, diags := Load([]string{"testdata/good/full.hcl"})
+	if diags.HasErrors() {
+		t.Fatal(linesOf(diags))
+	}
+	rt := cfg.Upstreams[1].Routes[0]
+	if k := rt.APIKeys; k == nil || k.Header != DefaultAPIKeyHeader || len(k.Keys) != 1 || k.Keys[0].Name != "ci" {
+		t.Errorf("api_keys = %+v", rt.APIKeys)
+	}
+	if b := rt.BasicAuth; b == nil || b.Realm != DefaultBasicRealm || len(b.Users) != 1 {
+		t.Errorf("basic_auth = %+v", rt.BasicAuth)
+	}
+	if f := rt.ForwardAuth; f == nil || f.Timeout != DefaultForwardAuthTimeout || len(f.CopyRequestHeaders) != 0 || len(f.CopyResponseHeaders) != 0 {
+		t.Errorf("forward_auth = %+v", rt.ForwardAuth)
+	}
+}
