@@ -254,7 +254,7 @@ upstream "static" {
 	}
 	want("backends", view.Backends, "consul-web "+id1+" up", "consul-web "+id2+" up", "static static-1 up", "web good up", "web bad down")
 	want("watches", view.Watches, service)
-	for _, s := range []string{"default: expires in", "status 503", "generation 1", "/v1/health/state/any"} {
+	for _, s := range []string{"default: expires in", "status 503", "generation 1", "/v1/health/state/critical"} {
 		if !strings.Contains(view.Text, s) {
 			t.Errorf("page text lacks %q", s)
 		}

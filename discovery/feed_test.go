@@ -212,18 +212,19 @@ func TestFeedOutageSendsNothingAndCatchesUp(t *testing.T) {
 
 	a.Stop()
 	waitFor(t, "feed errors", func() bool {
-		return sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/any;reason=transport") >= 3
+		return sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/critical;reason=transport") >= 3
 	})
 	for _, st := range c.Status() {
-		if !strings.Contains(st.LastError, "change feed") || !strings.Contains(st.LastError, "/v1/health/state/any") && !strings.Contains(st.LastError, "/v1/catalog/services") {
+		if !strings.Contains(st.LastError, "change feed") || !strings.Contains(st.LastError, "/v1/health/state/") && !strings.Contains(st.LastError, "/v1/catalog/services") {
 			t.Fatalf("status during the outage: %+v", st)
 		}
 	}
-	if fs := c.Feeds(); len(fs) != 2 || fs[0].Status.LastError == "" || fs[0].Services != 2 ||
-		!strings.HasPrefix(fs[0].Endpoint, "/v1/health/state/any?filter=") || fs[1].Endpoint != "/v1/catalog/services" {
+	if fs := c.Feeds(); len(fs) != 3 || fs[0].Status.LastError == "" || fs[0].Services != 2 ||
+		fs[0].Endpoint != "/v1/health/state/critical" || fs[1].Endpoint != "/v1/health/state/warning" || fs[2].Endpoint != "/v1/catalog/services" {
 		t.Fatalf("feeds during the outage: %+v", fs)
 	}
-	if n := errorCount(sink) - sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/any;reason=transport") -
+	if n := errorCount(sink) - sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/critical;reason=transport") -
+		sink.counter("impulse.discovery.query.errors;service=feed:/v1/health/state/warning;reason=transport") -
 		sink.counter("impulse.discovery.query.errors;service=feed:/v1/catalog/services;reason=transport"); n != 0 {
 		t.Fatalf("%v errors outside the feed queries during the outage: %v", n, sink.counterNames())
 	}

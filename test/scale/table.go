@@ -46,7 +46,7 @@ func (r *result) table(w io.Writer) {
 	}
 
 	if pc, ok := r.perChange(); ok {
-		row("Consul requests per change", fmt.Sprintf("%.2f (%s)", pc, r.perChangeDetail()), "≤ 2", judge(pc <= 2))
+		row("Consul requests per change", fmt.Sprintf("%.2f (%s)", pc, r.perChangeDetail()), fmt.Sprintf("≤ %d", perChangeTarget), judge(pc <= perChangeTarget))
 	}
 	c := convergence(r.probed)
 	if len(c.all) > 0 {
