@@ -410,8 +410,11 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 			}
 			qe.hint = c.hint(qe)
 			// The message of a watch's own failure: operators grep for it.
-			f.log.Warn("consul query failed; keeping the last known instances",
-				"endpoint", endpoint, "status", qe.status, "reason", qe.reason, "error", qe.err, "attempt", attempt, "retry_in", retryIn)
+			args := []any{"endpoint", endpoint, "status", qe.status, "reason", qe.reason, "error", qe.err, "attempt", attempt, "retry_in", retryIn}
+			if qe.hint != "" {
+				args = append(args, "hint", qe.hint)
+			}
+			f.log.Warn("consul query failed; keeping the last known instances", args...)
 			failures = attempt
 			c.metrics.queryError(label, qe.reason)
 			st.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
