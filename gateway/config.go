@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
@@ -146,4 +147,9 @@ type RouteConfig struct {
 	// nil means DefaultUpgrades (WebSocket); an empty, non-nil slice
 	// refuses every upgrade (403 upgrade_not_allowed).
 	Upgrades []string
+	// IPRules refuse clients of this route, by the client address the
+	// listener settled (clientaddr), with 403 ip_denied right after routing
+	// (deny wins; an empty allow list allows all). Apply switches them at
+	// once.
+	IPRules clientaddr.Rules
 }

@@ -63,6 +63,7 @@ const (
 	GRPCUnavailable       = 14
 	GRPCCanceled          = 1
 	GRPCUnknown           = 2
+	GRPCPermissionDenied  = 7
 )
 
 // The answers. Where the status depends on the moment (a reset after the
@@ -99,6 +100,9 @@ var (
 	ClientBodyMalformed  = Answer{400, transport.ReasonClientBodyMalformed, GRPCInternal, false, StreamError}
 	GRPCTimeout          = Answer{504, "grpc_timeout", GRPCDeadlineExceeded, false, Response}
 	GRPCTimeoutInvalid   = Answer{400, "invalid_grpc_timeout", GRPCInternal, false, Response}
+	// IPDenied: the client address is not allowed by a listener's or
+	// route's ip_allow / ip_deny.
+	IPDenied = Answer{403, "ip_denied", GRPCPermissionDenied, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -109,6 +113,7 @@ var All = []Answer{
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
 	GRPCTimeout, GRPCTimeoutInvalid,
+	IPDenied,
 }
 
 // byReason indexes All.

@@ -1,0 +1,113 @@
+package ingress
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
+
+	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+)
+
+// ProxyProtocol is a listener's PROXY protocol setting (HAProxy PROXY
+// protocol spec, versions 1 and 2) on its TCP socket: a balancer in
+// Trusted prefixes its connections with a header naming the client, read
+// before TLS.
+//
+//   - Required (the default): a trusted peer must send a header; its
+//     connection is closed without one. The spec asks a receiver never to
+//     guess whether a header is present, and a balancer that stopped
+//     sending one would otherwise make every client look like the balancer
+//     (one client_ip bucket, IP rules seeing the balancer).
+//   - Optional: a trusted peer may omit it (its socket address is then the
+//     client's), for a migration.
+//
+// In both modes a header from a peer outside Trusted closes the connection
+// (a client must not choose its own address), and such a peer's
+// connections without a header are served with the socket address. A
+// malformed header closes the connection before TLS. The header must
+// arrive within the listener's Limits.ReadHeaderTimeout (default 10s,
+// go-proxyproto's ReadHeaderTimeout; the TLS handshake shares that bound).
+type ProxyProtocol struct {
+	Trusted  clientaddr.Prefixes
+	Optional bool
+}
+
+// clientConf is what settles a request's client address and whether it may
+// call: swapped whole by Reconfigure.
+type clientConf struct {
+	proxy     *ProxyProtocol      // nil: no PROXY protocol
+	forwarded clientaddr.Prefixes // Config.ForwardedTrusted
+	rules     clientaddr.Rules    // Config.IPRules
+}
+
+// active reports whether requests need any per-request work.
+func (c *clientConf) active() bool { return len(c.forwarded) > 0 || !c.rules.Empty() }
+
+// wrapProxyProtocol is ln reading PROXY headers as the listener's current
+// setting says, per accepted connection (a reload applies to new ones);
+// without a setting connections pass through untouched. timeout bounds the
+// header's read.
+func (l *Listener) wrapProxyProtocol(ln net.Listener, timeout time.Duration) net.Listener {
+	return &proxyproto.Listener{
+		Listener:          ln,
+		ReadHeaderTimeout: timeout,
+		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
+			pp := l.client.Load().proxy
+			if pp == nil {
+				return proxyproto.SKIP, nil
+			}
+			ap, err := netip.ParseAddrPort(o.Upstream.String())
+			switch {
+			case err != nil || !pp.Trusted.Contains(ap.Addr()):
+				return proxyproto.REJECT, nil // a header closes it; none: the socket address
+			case pp.Optional:
+				return proxyproto.USE, nil
+			}
+			return proxyproto.REQUIRE, nil
+		},
+	}
+}
+
+// socketContext is the TCP server's ConnContext: a connection whose PROXY
+// header names a client carries its socket peer (the balancer) for the
+// access log. It must not block: RemoteAddr on a PROXY connection waits for
+// the header, and this runs on the accept loop.
+func socketContext(ctx context.Context, c net.Conn) context.Context {
+	for {
+		switch v := c.(type) {
+		case *proxyproto.Conn:
+			return clientaddr.WithSocket(ctx, v.Raw().RemoteAddr().String())
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return ctx
+		}
+	}
+}
+
+// settleClient is the handler entry's client address step, once per
+// request and the same for every protocol: from a peer in the listener's
+// trusted forwarders, the address their headers report becomes
+// r.RemoteAddr (the peer kept as clientaddr.Peer); then the listener's IP
+// rules refuse a client they do not allow (403 ip_denied) unless the
+// adapter refused r already.
+func (c *clientConf) settleClient(r *http.Request, refused answer.Answer) (*http.Request, answer.Answer) {
+	if len(c.forwarded) > 0 {
+		if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && c.forwarded.Contains(peer.Addr()) {
+			if client, ok := clientaddr.FromHeaders(r.Header, c.forwarded); ok && client.Addr() != peer.Addr().Unmap() {
+				hop := r.RemoteAddr
+				r = r.WithContext(clientaddr.WithPeer(r.Context(), hop))
+				r.RemoteAddr = client.String()
+			}
+		}
+	}
+	if refused.Status == 0 && !c.rules.Allows(clientaddr.Of(r)) {
+		refused = answer.IPDenied
+	}
+	return r, refused
+}
