@@ -46,6 +46,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		lc.EarlyData = l.EarlyData
 		lc.Limits = listenerLimits(l.Limits)
 		lc.RateLimit = rateLimit(l.RateLimit)
+		listenerClient(&lc, l) // clientaddr.go
 		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
@@ -111,7 +112,8 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		uc.TLS = tc
 	}
 	for _, r := range u.Routes {
-		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades})
+		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
+			IPRules: routeIPRules(r)})
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})

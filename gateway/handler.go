@@ -92,7 +92,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	rec.routed(rt.PathPrefix, rt.Host)
 	up := rt.Target
-	if !routeAllows(tbl, rt, r) { // 403 ip_denied (iprules.go)
+	if !routeAllows(tbl, rt, r) { // 403 ip_denied (clientaddr.go)
 		rec.finish(w, up, nil, answer.IPDenied)
 		return
 	}

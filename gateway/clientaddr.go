@@ -4,9 +4,14 @@ import (
 	"net/http"
 
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
+
+// ProxyProtocol is a listener's PROXY protocol setting
+// (ListenerConfig.ProxyProtocol, ingress.ProxyProtocol).
+type ProxyProtocol = ingress.ProxyProtocol
 
 // routeAllows applies the IP rules of the route r matched
 // (RouteConfig.IPRules) to r's client address, the one the listener
