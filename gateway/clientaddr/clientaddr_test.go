@@ -3,6 +3,7 @@ package clientaddr
 import (
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -75,4 +76,42 @@ func TestFromHeaders(t *testing.T) {
 			t.Errorf("%s: %v %v, want %q", tc.name, s, ok, tc.want)
 		}
 	}
+}
+
+// FuzzFromHeaders: whatever X-Forwarded-For and Forwarded say, FromHeaders
+// never panics, and the address it reports is one the header named (an
+// entry's address, never a made-up one), untrusted unless every entry it
+// walked was trusted.
+func FuzzFromHeaders(f *testing.F) {
+	for _, s := range []string{"6.6.6.6, 10.1.1.1", "for=6.6.6.6;proto=https, for=\"[2001:db8::1]:4711\"", "unknown", "a,,b", `for="\"`, "[::1]", "1.2.3.4:80"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	trusted, _ := ParsePrefixes([]string{"10.0.0.0/8", "127.0.0.1/32"})
+	f.Fuzz(func(t *testing.T, v string, forwarded bool) {
+		h := http.Header{"X-Forwarded-For": {v}}
+		if forwarded {
+			h = http.Header{"Forwarded": {v}}
+		}
+		a, ok := FromHeaders(h, trusted)
+		if !ok {
+			return
+		}
+		if !a.IsValid() || a.Addr().Is4In6() || a.Addr().Zone() != "" {
+			t.Fatalf("%q: invalid client %v", v, a)
+		}
+		if !strings.Contains(v, a.Addr().String()) && !strings.Contains(strings.ToLower(v), a.Addr().StringExpanded()) {
+			// The header may write it differently (leading zeros in v6,
+			// ::ffff: mapping): it must at least parse back from an entry.
+			found := false
+			for _, e := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' || r == '=' || r == ' ' || r == '"' }) {
+				if n, ok := parseNode(e); ok && n.Addr() == a.Addr() {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%q: client %v is in no entry", v, a)
+			}
+		}
+	})
 }
