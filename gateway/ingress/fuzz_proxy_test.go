@@ -131,3 +131,33 @@ func FuzzProxyProtocol(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkProxyProtocolHeader is the cost of the PROXY protocol on one
+// connection: the policy, go-proxyproto's wrapper and the header's parse,
+// then the first bytes after it (README "Client address").
+func BenchmarkProxyProtocolHeader(b *testing.B) {
+	trusted, _ := clientaddr.ParsePrefixes([]string{"127.0.0.0/8"})
+	l := &Listener{}
+	l.client.Store(&clientConf{proxy: &ProxyProtocol{Trusted: trusted}})
+	socket := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9), Port: 5555}
+	for _, bc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"v1", []byte("PROXY TCP4 203.0.113.7 127.0.0.1 4000 443\r\n\x16\x03\x01\x00\x05")},
+		{"v2", []byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xcb\x00\x71\x07\x7f\x00\x00\x01\x0f\xa0\x01\xbb\x16\x03\x01\x00\x05")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 16)
+			for b.Loop() {
+				ln := l.wrapProxyProtocol(&oneConnListener{c: &memConn{in: bytes.NewReader(bc.in), remote: socket}}, time.Second)
+				c, _ := ln.Accept()
+				if _, err := c.Read(buf); err != nil {
+					b.Fatal(err)
+				}
+				_ = c.RemoteAddr()
+			}
+		})
+	}
+}
