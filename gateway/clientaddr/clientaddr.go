@@ -44,9 +44,11 @@ func ParsePrefixes(cidrs []string) (Prefixes, error) {
 }
 
 // Contains reports whether a is in one of the prefixes. An IPv4-mapped
-// IPv6 address (::ffff:10.0.0.1) is taken as its IPv4 address.
+// IPv6 address (::ffff:10.0.0.1) is taken as its IPv4 address, and an IPv6
+// zone is ignored (fe80::1%eth0 is in fe80::/10; netip.Prefix.Contains
+// alone would say no, letting a zoned peer past ip_deny).
 func (ps Prefixes) Contains(a netip.Addr) bool {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
 	for _, p := range ps {
 		if p.Contains(a) {
 			return true

@@ -26,7 +26,7 @@ func TestParsePrefixes(t *testing.T) {
 	if p[0].String() != "10.0.0.0/8" {
 		t.Errorf("not masked: %v", p[0])
 	}
-	for a, want := range map[string]bool{"10.9.9.9": true, "::ffff:10.0.0.1": true, "11.0.0.1": false, "2001:db8::5": true, "2001:db9::": false} {
+	for a, want := range map[string]bool{"10.9.9.9": true, "::ffff:10.0.0.1": true, "11.0.0.1": false, "2001:db8::5": true, "2001:db9::": false, "2001:db8::1%eth0": true} {
 		if got := p.Contains(netip.MustParseAddr(a)); got != want {
 			t.Errorf("Contains(%s) = %v", a, got)
 		}

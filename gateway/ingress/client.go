@@ -46,7 +46,7 @@ type clientConf struct {
 }
 
 // active reports whether requests need any per-request work.
-func (c *clientConf) active() bool { return len(c.forwarded) > 0 || !c.rules.Empty() }
+func (c *clientConf) active() bool { return c != nil && (len(c.forwarded) > 0 || !c.rules.Empty()) }
 
 // wrapProxyProtocol is ln reading PROXY headers as the listener's current
 // setting says, per accepted connection (a reload applies to new ones);
@@ -57,7 +57,10 @@ func (l *Listener) wrapProxyProtocol(ln net.Listener, timeout time.Duration) net
 		Listener:          ln,
 		ReadHeaderTimeout: timeout,
 		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
-			pp := l.client.Load().proxy
+			var pp *ProxyProtocol
+			if c := l.client.Load(); c != nil {
+				pp = c.proxy
+			}
 			if pp == nil {
 				return proxyproto.SKIP, nil
 			}
