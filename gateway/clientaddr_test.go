@@ -231,3 +231,54 @@ func TestA04IPRules(t *testing.T) {
 		}
 	})
 }
+
+// TestA03TraceClientAddress: the server span's client.address is the
+// client a trusted forwarder named, as the access log's.
+func TestA03TraceClientAddress(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		tp, exp := newTestTracing(t)
+		lc := ListenerConfig{ForwardedTrusted: prefixes(t, "127.0.0.1/32")}
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{staticUpstream("u", "/", xffEcho(t, "a"))}, TracerProvider: tp}, lc, proto)
+		if got := h.send(nil, "/", "6.6.6.6, 10.1.1.1"); got.status != 200 {
+			t.Fatalf("status %d", got.status)
+		}
+		waitServerSpan(t, exp)
+		server, _ := spansOf(t, exp)
+		wantAttr(t, server, "client.address", "10.1.1.1")
+	})
+}
+
+// TestA04IPRulesReload: a reload switches a running listener's and a
+// route's IP rules at once, its sockets kept.
+func TestA04IPRulesReload(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		up := staticUpstream("u", "/", xffEcho(t, "a"))
+		h := startHarness(t, ListenerConfig{}, proto, up)
+		apply := func(listener, route clientaddr.Rules) {
+			t.Helper()
+			lc := h.listenerConfig()
+			lc.IPRules = listener
+			u := up
+			u.Routes = []RouteConfig{{PathPrefix: "/", IPRules: route}}
+			if err := h.gw.Apply(context.Background(), Config{Upstreams: []UpstreamConfig{u}, Listeners: []ListenerConfig{lc}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		self := prefixes(t, "127.0.0.1/32")
+		for _, tc := range []struct {
+			name            string
+			listener, route clientaddr.Rules
+			status          int
+		}{
+			{"listener denies", clientaddr.Rules{Deny: self}, clientaddr.Rules{}, 403},
+			{"none", clientaddr.Rules{}, clientaddr.Rules{}, 200},
+			{"route allows others only", clientaddr.Rules{}, clientaddr.Rules{Allow: prefixes(t, "10.0.0.0/8")}, 403},
+			{"route allows", clientaddr.Rules{}, clientaddr.Rules{Allow: self}, 200},
+		} {
+			apply(tc.listener, tc.route)
+			if got := h.send(nil, "/", ""); got.status != tc.status {
+				t.Errorf("%s: %d %q, want %d", tc.name, got.status, got.reason, tc.status)
+			}
+		}
+	})
+}
