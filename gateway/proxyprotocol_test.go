@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -163,6 +165,7 @@ func TestA01ProxyProtocol(t *testing.T) {
 			if !closedBeforeTLS(t, h, append([]byte("\r\n\r\n\x00\r\nQUIT\n\x21\x11\xff\xff"), make([]byte, 12)...)) {
 				t.Error("a malformed v2 header got TLS bytes back")
 			}
+			wantRefusals(t, h, map[string]uint64{"missing": 1, "malformed": 2})
 		})
 		t.Run("optional", func(t *testing.T) {
 			h, sink := proxyHarness(t, proto, &ingress.ProxyProtocol{Trusted: trusted, Optional: true})
@@ -183,22 +186,34 @@ func TestA01ProxyProtocol(t *testing.T) {
 				if !closedBeforeTLS(t, h, proxyV1(netip.MustParseAddrPort("203.0.113.7:4000"))) {
 					t.Errorf("optional=%v: a header from an untrusted peer got TLS bytes back", optional)
 				}
+				wantRefusals(t, h, map[string]uint64{"untrusted": 1})
 				if got := h.send(proxyClient(t, h, proto, nil), "/", ""); got.status != 200 || got.body != "127.0.0.1" {
 					t.Errorf("optional=%v: no header from an untrusted peer: %d %q, want 200 with its socket address", optional, got.status, got.body)
 				}
 			}
 		})
 		t.Run("slow header", func(t *testing.T) {
-			// A connection that sends nothing is closed at
-			// read_header_timeout (2s here), not held.
+			// A connection that sends nothing, or half a v2 header, is
+			// closed at read_header_timeout (2s here), not held; half a
+			// v1 header at once (go-proxyproto wants it in one read).
 			h, _ := proxyHarness(t, proto, &ingress.ProxyProtocol{Trusted: trusted})
-			start := time.Now()
-			if !closedBeforeTLS(t, h, []byte("PROX")) {
-				t.Error("a stalled header got TLS bytes back")
+			for _, tc := range []struct {
+				raw    string
+				reason string
+			}{
+				{"", "missing"},
+				{"\r\n\r\n\x00\r\nQUIT\n\x21\x11", "timeout"},
+				{"PROXY TCP4 203.0.113.7", "malformed"},
+			} {
+				start := time.Now()
+				if !closedBeforeTLS(t, h, []byte(tc.raw)) {
+					t.Errorf("%q: a stalled header got TLS bytes back", tc.raw)
+				}
+				if d := time.Since(start); d > 8*time.Second {
+					t.Errorf("%q: closed after %v", tc.raw, d)
+				}
 			}
-			if d := time.Since(start); d > 8*time.Second {
-				t.Errorf("closed after %v", d)
-			}
+			wantRefusals(t, h, map[string]uint64{"missing": 1, "timeout": 1, "malformed": 1})
 		})
 	})
 }
@@ -229,4 +244,24 @@ func TestA01ProxyProtocolCurl(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wantRefusals waits until impulse_proxy_protocol_refused of h's listener
+// holds want (by reason; the server counts after the client saw the close),
+// and checks the reasons not named are 0.
+func wantRefusals(t *testing.T, h *harness, want map[string]uint64) {
+	t.Helper()
+	m := h.gw.obs.Metrics
+	got := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, r := range []string{"missing", "untrusted", "malformed", "timeout"} {
+			if n := m.ProxyProtocolRefusals("test", r); n > 0 {
+				out[r] = n
+			}
+		}
+		return out
+	}
+	var last map[string]uint64
+	eventually(t, 5*time.Second, func() bool { last = got(); return maps.Equal(last, want) },
+		fmt.Sprintf("impulse_proxy_protocol_refused %v (at the call), want %v", got(), want))
 }

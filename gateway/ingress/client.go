@@ -2,15 +2,20 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 )
 
 // ProxyProtocol is a listener's PROXY protocol setting (HAProxy PROXY
@@ -53,7 +58,7 @@ func (c *clientConf) active() bool { return c != nil && (len(c.forwarded) > 0 ||
 // without a setting connections pass through untouched. timeout bounds the
 // header's read.
 func (l *Listener) wrapProxyProtocol(ln net.Listener, timeout time.Duration) net.Listener {
-	return &proxyproto.Listener{
+	return countingListener{l: l, Listener: &proxyproto.Listener{
 		Listener:          ln,
 		ReadHeaderTimeout: timeout,
 		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
@@ -73,7 +78,65 @@ func (l *Listener) wrapProxyProtocol(ln net.Listener, timeout time.Duration) net
 			}
 			return proxyproto.REQUIRE, nil
 		},
+	}}
+}
+
+// countingListener hands out PROXY connections that count their refusal
+// (impulse_proxy_protocol_refused).
+type countingListener struct {
+	*proxyproto.Listener
+	l *Listener
+}
+
+func (cl countingListener) Accept() (net.Conn, error) {
+	c, err := cl.Listener.Accept()
+	if pc, ok := c.(*proxyproto.Conn); ok {
+		return &countingConn{Conn: pc, l: cl.l}, err
 	}
+	return c, err
+}
+
+// countingConn is a PROXY connection that counts, once, the header error
+// that closes it. The header is read by the first Read (the TLS
+// handshake's), so any header error is the first error.
+type countingConn struct {
+	*proxyproto.Conn
+	l    *Listener
+	seen atomic.Bool // an error was classified
+}
+
+// NetConn is the PROXY connection under c (socketContext unwraps it).
+func (c *countingConn) NetConn() net.Conn { return c.Conn }
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil && !c.seen.Swap(true) {
+		if reason := refusal(err); reason != "" && c.l.deps.Metrics != nil {
+			c.l.deps.Metrics.ProxyProtocolRefused(c.l.name, reason)
+		}
+	}
+	return n, err
+}
+
+// refusal is the impulse_proxy_protocol_refused reason of a read error,
+// "" for one that is not the header's: go-proxyproto's own errors all start
+// "proxyproto: ", and an error after the header (a reset, the deadline
+// net/http sets to abort a read) is the connection's. Nothing at all within
+// the timeout is ErrNoProxyProtocol (missing); a v2 header cut short and
+// stalled, a timeout inside one; a v1 header not sent at once is refused
+// by go-proxyproto as malformed without waiting.
+func refusal(err error) string {
+	switch {
+	case !strings.HasPrefix(err.Error(), "proxyproto: "):
+		return ""
+	case errors.Is(err, proxyproto.ErrSuperfluousProxyHeader):
+		return observe.ProxyUntrusted
+	case errors.Is(err, proxyproto.ErrNoProxyProtocol):
+		return observe.ProxyMissing
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return observe.ProxyTimeout
+	}
+	return observe.ProxyMalformed
 }
 
 // socketContext is the TCP server's ConnContext: a connection whose PROXY

@@ -14,6 +14,7 @@ import (
 	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 )
 
 // memConn is an accepted connection whose peer sent in and hung up.
@@ -71,13 +72,14 @@ func FuzzProxyProtocol(f *testing.F) {
 		}
 	}
 	trusted, _ := clientaddr.ParsePrefixes([]string{"127.0.0.0/8"})
+	metrics := observe.NewMetrics(nil)
 	f.Fuzz(func(t *testing.T, mode byte, in []byte) {
 		untrusted, optional := mode&1 != 0, mode&2 != 0
 		socket := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9), Port: 5555}
 		if untrusted {
 			socket = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 9), Port: 5555}
 		}
-		l := &Listener{}
+		l := &Listener{deps: Deps{Metrics: metrics}}
 		l.client.Store(&clientConf{proxy: &ProxyProtocol{Trusted: trusted, Optional: optional}})
 		ln := l.wrapProxyProtocol(&oneConnListener{c: &memConn{in: bytes.NewReader(in), remote: socket}}, time.Second)
 		c, err := ln.Accept()
