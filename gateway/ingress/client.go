@@ -35,10 +35,13 @@ import (
 // (a client must not choose its own address), and such a peer's
 // connections without a header are served with the socket address. A
 // malformed header closes the connection before TLS. The header must
-// arrive within the listener's Limits.ReadHeaderTimeout (default 10s,
-// go-proxyproto's ReadHeaderTimeout; the TLS handshake shares that bound).
+// arrive within the listener's Limits.ReadHeaderTimeout (default 10s, as
+// go-proxyproto's ReadHeaderTimeout); the TLS handshake then has its own.
 type ProxyProtocol struct {
-	Trusted  clientaddr.Prefixes
+	// Trusted are the balancers allowed to send a header (CIDR prefixes).
+	Trusted clientaddr.Prefixes
+	// Optional lets a trusted peer omit the header (mode "optional");
+	// false is mode "required".
 	Optional bool
 }
 
