@@ -47,6 +47,7 @@ func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 		lc.EarlyData = l.EarlyData
 		lc.Limits = listenerLimits(l.Limits)
 		lc.RateLimit = rateLimit(l.RateLimit)
+		listenerClient(&lc, l) // clientaddr.go
 		gc.Listeners = append(gc.Listeners, lc)
 	}
 	for _, u := range c.Upstreams {
@@ -113,7 +114,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 	}
 	for _, r := range u.Routes {
 		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
-			Auth: routeAuth(r)})
+			Auth: routeAuth(r), IPRules: routeIPRules(r)})
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})

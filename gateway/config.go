@@ -10,6 +10,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
@@ -152,4 +153,9 @@ type RouteConfig struct {
 	// Apply switches it at once; a forward_auth block unchanged keeps its
 	// connections.
 	Auth auth.Config
+	// IPRules refuse clients of this route, by the client address the
+	// listener settled (clientaddr), with 403 ip_denied right after routing
+	// (deny wins; an empty allow list allows all). Apply switches them at
+	// once.
+	IPRules clientaddr.Rules
 }

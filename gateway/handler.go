@@ -92,6 +92,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	rec.routed(rt.PathPrefix, rt.Host)
 	up := rt.Target
+	if !routeAllows(tbl, rt, r) { // 403 ip_denied (clientaddr.go)
+		rec.finish(w, up, nil, answer.IPDenied)
+		return
+	}
 	switch earlyDataAction(r.Method, ingress.InEarlyData(r)) {
 	case earlyReject:
 		rec.finish(w, up, nil, answer.TooEarly)

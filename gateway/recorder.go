@@ -13,6 +13,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
@@ -108,6 +109,7 @@ func (rec *recorder) emit() {
 	o.Duration = time.Since(o.Start)
 	o.Protocol, o.Proto, o.Method, o.Host, o.ClientAddress = protocolOf(r), r.Proto, r.Method, r.Host, r.RemoteAddr
 	o.RequestID, o.TraceID = rec.id(), o.Span.TraceID()
+	o.Peer = clientaddr.Socket(r)
 	o.Path, o.Query = targetParts(r)
 	if v := r.Header["User-Agent"]; len(v) > 0 {
 		o.UserAgent = v[0]

@@ -202,7 +202,10 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 		}
 
 		l.Limits = buildListenerLimits(b, r.Limits)
-		l.RateLimit = buildRateLimit(b, r.RateLimit) // ratelimit.go
+		l.RateLimit = buildRateLimit(b, r.RateLimit)                  // ratelimit.go
+		l.ProxyProtocol = buildProxyProtocol(b, r.ProxyProtocol, tcp) // clientaddr.go
+		l.ForwardedHeaders = buildForwardedHeaders(b, r.ForwardedHeaders)
+		l.IPAllow, l.IPDeny = b.cidrList(r.IPAllow), b.cidrList(r.IPDeny)
 
 		if r.TLS == nil {
 			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")

@@ -325,6 +325,16 @@ type Listener struct {
 	// RateLimit is the rate_limit block, applied to every request routed
 	// through the listener before the upstream's; nil when absent.
 	RateLimit *RateLimit
+
+	// ProxyProtocol is the proxy_protocol block (nil: absent);
+	// ForwardedHeaders the forwarded_headers block (nil: absent). Both
+	// settle the client address (README "Client address").
+	ProxyProtocol    *ProxyProtocol
+	ForwardedHeaders *ForwardedHeaders
+	// IPAllow and IPDeny are CIDR prefixes applied to the client address
+	// before routing (403 ip_denied; deny wins; an empty allow list allows
+	// all). Empty when absent.
+	IPAllow, IPDeny []string
 }
 
 // Upstream is an upstream "NAME" block: routes plus the backends they go to.
@@ -394,6 +404,10 @@ type Route struct {
 	APIKeys     *APIKeys
 	BasicAuth   *BasicAuth
 	ForwardAuth *ForwardAuth
+	// IPAllow and IPDeny are CIDR prefixes applied to the client address
+	// after routing (403 ip_denied; deny wins; an empty allow list allows
+	// all). Empty when absent.
+	IPAllow, IPDeny []string
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

@@ -161,6 +161,14 @@ type rawListener struct {
 	TLS       *rawListenerTLS    // set by collapse
 	Limits    *rawListenerLimits // set by collapse
 	RateLimit *rawRateLimit      // set by collapse
+
+	// Who is calling (clientaddr.go).
+	IPAllow           *hcl2.Attribute        `hcl:"ip_allow,optional"`
+	IPDeny            *hcl2.Attribute        `hcl:"ip_deny,optional"`
+	ProxyProtocols    []*rawProxyProtocol    `hcl:"proxy_protocol,block"`
+	ForwardedHeaderss []*rawForwardedHeaders `hcl:"forwarded_headers,block"`
+	ProxyProtocol     *rawProxyProtocol      // set by collapse
+	ForwardedHeaders  *rawForwardedHeaders   // set by collapse
 }
 
 // rawUpstream is an upstream "NAME" block.
@@ -208,6 +216,8 @@ type rawRoute struct {
 	APIKeyss     []*rawAPIKeys     `hcl:"api_keys,block"`     // auth.go
 	BasicAuths   []*rawBasicAuth   `hcl:"basic_auth,block"`   // auth.go
 	ForwardAuths []*rawForwardAuth `hcl:"forward_auth,block"` // auth.go
+	IPAllow      *hcl2.Attribute   `hcl:"ip_allow,optional"`  // clientaddr.go
+	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`
 }
 
 // rawBackend is upstream.backend "NAME".
@@ -297,6 +307,8 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 		l.TLS = one(l.TLSs, fmt.Sprintf("listener %q", l.Name), "tls", diags)
 		l.Limits = one(l.Limitss, fmt.Sprintf("listener %q", l.Name), "limits", diags)
 		l.RateLimit = one(l.RateLimits, fmt.Sprintf("listener %q", l.Name), "rate_limit", diags)
+		l.ProxyProtocol = one(l.ProxyProtocols, fmt.Sprintf("listener %q", l.Name), "proxy_protocol", diags)
+		l.ForwardedHeaders = one(l.ForwardedHeaderss, fmt.Sprintf("listener %q", l.Name), "forwarded_headers", diags)
 	}
 	for _, u := range f.Upstreams {
 		path := fmt.Sprintf("upstream %q", u.Name)

@@ -169,6 +169,7 @@ func buildRoute(b blk, r *rawRoute) Route {
 		}
 		return ""
 	})
+	rt.IPAllow, rt.IPDeny = b.cidrList(r.IPAllow), b.cidrList(r.IPDeny) // clientaddr.go
 	rt.Upgrades = append([]string{}, DefaultUpgrades...)
 	if r.Upgrades != nil {
 		rt.Upgrades = []string{}

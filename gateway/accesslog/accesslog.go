@@ -51,6 +51,9 @@ type Entry struct {
 	// ClientAddress is the client's ip:port; SNI the TLS server name it
 	// asked for ("" when none).
 	ClientAddress, SNI string
+	// Peer is the connection's TCP or UDP peer (ip:port): the balancer or
+	// forwarder a client address was taken from, else ClientAddress.
+	Peer string
 	// ClientCert is the client certificate the handshake verified (nil:
 	// none, or not verified); its subject is logged.
 	ClientCert *x509.Certificate

@@ -20,6 +20,7 @@ func appendJSON(b []byte, e *Entry, includeQuery bool) []byte {
 	b = appendField(b, "listener", e.Listener)
 	b = appendField(b, "protocol", e.Protocol)
 	b = appendField(b, "client_address", e.ClientAddress)
+	b = appendField(b, "peer", e.Peer)
 	b = appendField(b, "tls_sni", e.SNI)
 	if e.ClientCert != nil {
 		b = appendField(b, "client_cert_subject", e.ClientCert.Subject.String())

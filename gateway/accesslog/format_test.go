@@ -14,7 +14,7 @@ func sampleEntry() Entry {
 	return Entry{
 		Start:    time.Date(2025, 3, 4, 5, 6, 7, 891_234_000, time.FixedZone("CET", 3600)),
 		Duration: 12_345 * time.Microsecond, RequestID: "4bf92f3577b34da6a3ce929d0e0e4736", TraceID: "0af7651916cd43dd8448eb211c80319c",
-		Listener: "public", Protocol: "h3", Proto: "HTTP/3.0", ClientAddress: "192.0.2.7:51234", SNI: "api.example.com",
+		Listener: "public", Protocol: "h3", Proto: "HTTP/3.0", ClientAddress: "192.0.2.7:51234", Peer: "10.0.0.5:40000", SNI: "api.example.com",
 		ClientCert: &x509.Certificate{Subject: pkix.Name{CommonName: "web-client", Organization: []string{"impulse tests"}}},
 		Method:     "GET", Host: "api.example.com", Path: "/v1/items", Query: "token=secret&page=2",
 		Status: 503, Reason: "no_healthy_backend", BytesIn: 17, BytesOut: 42,
@@ -29,7 +29,7 @@ func TestJSONLine(t *testing.T) {
 	e := sampleEntry()
 	got := string(appendJSON(nil, &e, false))
 	want := `{"time":"2025-03-04T04:06:07.891Z","request_id":"4bf92f3577b34da6a3ce929d0e0e4736","trace_id":"0af7651916cd43dd8448eb211c80319c",` +
-		`"listener":"public","protocol":"h3","client_address":"192.0.2.7:51234","tls_sni":"api.example.com",` +
+		`"listener":"public","protocol":"h3","client_address":"192.0.2.7:51234","peer":"10.0.0.5:40000","tls_sni":"api.example.com",` +
 		`"client_cert_subject":"CN=web-client,O=impulse tests","method":"GET","host":"api.example.com","path":"/v1/items",` +
 		`"status":503,"reason":"no_healthy_backend","bytes_in":17,"bytes_out":42,"duration_ms":12.345,"upstream":"api","backend":"api-1",` +
 		`"attempts":2,"user_agent":"curl/8.5 \"quoted\"","grpc_status":"UNAVAILABLE"}` + "\n"

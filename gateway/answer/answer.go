@@ -64,6 +64,7 @@ const (
 	GRPCCanceled          = 1
 	GRPCUnknown           = 2
 	GRPCUnauthenticated   = 16
+	GRPCPermissionDenied  = 7
 )
 
 // The answers. Where the status depends on the moment (a reset after the
@@ -103,6 +104,9 @@ var (
 	AuthRequired         = Answer{401, "auth_required", GRPCUnauthenticated, false, Response}
 	AuthInvalid          = Answer{401, "auth_invalid", GRPCUnauthenticated, false, Response}
 	AuthUnavailable      = Answer{503, "auth_unavailable", GRPCUnavailable, false, Response}
+	// IPDenied: the client address is not allowed by a listener's or
+	// route's ip_allow / ip_deny.
+	IPDenied = Answer{403, "ip_denied", GRPCPermissionDenied, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -113,6 +117,7 @@ var All = []Answer{
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
 	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthUnavailable,
+	IPDenied,
 }
 
 // byReason indexes All.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 )
 
@@ -56,6 +57,22 @@ type Config struct {
 	// right after routing and before the upstream's (ratelimit.Config); nil means none. On Apply an unchanged block
 	// keeps its buckets, a changed one starts with an empty table.
 	RateLimit *ratelimit.Config
+
+	// ProxyProtocol reads HAProxy PROXY protocol headers (v1 and v2) on the
+	// TCP socket, before TLS (see ProxyProtocol); nil means none. Apply
+	// switches it for new connections.
+	ProxyProtocol *ProxyProtocol
+	// ForwardedTrusted are the forwarders whose X-Forwarded-For (or RFC
+	// 7239 Forwarded) is believed, over every protocol: from a peer in it,
+	// the right-most entry it does not hold is the client address
+	// (clientaddr.FromHeaders); nil means no header is believed. The peer
+	// is still what the gateway appends to X-Forwarded-For. Apply switches
+	// it at once.
+	ForwardedTrusted clientaddr.Prefixes
+	// IPRules refuse clients, by the client address settled above, with 403
+	// ip_denied before routing (deny wins; an empty allow list allows all).
+	// Apply switches them at once.
+	IPRules clientaddr.Rules
 }
 
 // Protocols a listener serves (ListenerConfig.Protocols), and the values of

@@ -59,6 +59,8 @@ type Listener struct {
 	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 
+	client atomic.Pointer[clientConf] // PROXY protocol, trusted forwarders, IP rules (client.go)
+
 	quic *quicIngress // nil when h3 is off
 	tcp  *tcpIngress  // nil when h1 and h2 are off
 
@@ -135,6 +137,7 @@ func (l *Listener) configure(lc Config, p protoSet, port int) {
 	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
 	l.tls.Store(lt)
 	l.early.Store(lc.EarlyData)
+	l.client.Store(&clientConf{proxy: lc.ProxyProtocol, forwarded: lc.ForwardedTrusted, rules: lc.IPRules})
 	if !p.h3 {
 		l.altSvc.Store(nil)
 		return
@@ -443,6 +446,9 @@ var drainQuiet = time.Second
 func (l *Listener) serve(w http.ResponseWriter, r *http.Request, refused answer.Answer) {
 	l.active.Add(1)
 	defer l.active.Add(-1)
+	if c := l.client.Load(); c.active() {
+		r, refused = c.settleClient(r, refused) // client.go
+	}
 	l.deps.Pipeline.Serve(l.name, w, r, refused)
 }
 

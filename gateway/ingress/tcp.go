@@ -36,7 +36,7 @@ func (l *Listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 	l.deps.Metrics.ConnDelta(true, l.name, 0)
 	go func() {
 		defer close(t.done)
-		if err := t.server.ServeTLS(newLimitListener(ln, l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := t.server.ServeTLS(newLimitListener(l.wrapProxyProtocol(ln, lim.ReadHeaderTimeout), l.conns), "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			l.deps.Log.Error("listener stopped", "listener", l.name, "protocol", "tcp", "error", err)
 		}
 	}()
@@ -82,6 +82,7 @@ func (l *Listener) tcpServer(lim Limits) *http.Server {
 				return l.tls.Load().tcp, nil
 			},
 		},
+		ConnContext: socketContext, // the balancer's address behind PROXY (client.go)
 		BaseContext: func(net.Listener) context.Context {
 			return tunnel.WithSet(context.Background(), &l.tunnels)
 		},

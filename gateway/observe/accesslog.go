@@ -174,6 +174,7 @@ func (a *AccessLog) record(o *Outcome) {
 		ClientCert: o.ClientCert, Method: o.Method, Host: o.Host, Path: o.Path, Query: o.Query,
 		Status: o.Status, Reason: o.Reason, BytesIn: o.BytesIn, BytesOut: o.BytesOut,
 		Upstream: o.UpstreamName(), Backend: o.BackendID(), Attempts: o.nAttempts,
-		UserAgent: o.UserAgent, Referer: o.Referer, GRPCStatus: o.GRPCStatus, Auth: o.Auth, AuthSubject: o.AuthSubject}
+		UserAgent: o.UserAgent, Referer: o.Referer, GRPCStatus: o.GRPCStatus, Auth: o.Auth, AuthSubject: o.AuthSubject,
+		Peer: o.Peer}
 	l.Log(&e)
 }

@@ -24,7 +24,7 @@ import (
 // conns.go, ...).
 var (
 	CounterDefinitions = slices.Concat(requestCounters, tunnelCounters, grpcCounters, healthCounters,
-		limitCounters, attemptCounters, accessLogCounters, authCounters)
+		limitCounters, attemptCounters, accessLogCounters, authCounters, clientAddrCounters)
 	// SummaryDefinitions is empty: the request duration is a histogram,
 	// which has no definition (requests.go).
 	SummaryDefinitions []prometheus.SummaryDefinition
@@ -50,6 +50,8 @@ type Metrics struct {
 	tunnels    tunnelCounts
 	tunnelMu   sync.Mutex // one byte flush at a time (tunnels.go)
 	accessLog  accessLogCounts
+
+	proxyRefused sync.Map // proxyRefusedKey → *flushedCount (clientaddr.go)
 }
 
 // NewMetrics returns the families over m (nil: a blackhole sink, for
@@ -85,7 +87,7 @@ func (gm *Metrics) Flush(now time.Time, live func(upstream string) bool) {
 	gm.flushMu.Lock()
 	defer gm.flushMu.Unlock()
 	gm.flushRequests(now, live)
-	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts, &gm.auths} {
+	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts, &gm.auths, &gm.proxyRefused} {
 		gm.flushCounts(m, now, live)
 	}
 	gm.flushAccessLog(now)

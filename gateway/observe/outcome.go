@@ -33,6 +33,10 @@ type Outcome struct {
 	// asked for; ClientCert the certificate the handshake verified (nil:
 	// none). UserAgent and Referer are the request's fields.
 	ClientAddress, SNI string
+	// Peer is the TCP or UDP peer of the connection (ip:port): a balancer
+	// or forwarder when the client address came from a PROXY header or
+	// trusted forwarding headers, else the same as ClientAddress.
+	Peer               string
 	ClientCert         *x509.Certificate
 	UserAgent, Referer string
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -90,7 +91,7 @@ func Outgoing(ctx context.Context, r *http.Request, b *upstream.Backend, body Bo
 		// the retry policy).
 		out.GetBody = tb.again(body.Again)
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+	if ip, _, err := net.SplitHostPort(clientaddr.Peer(r)); err == nil { // the hop, not a client its headers named
 		if prior := out.Header["X-Forwarded-For"]; len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip
 		}

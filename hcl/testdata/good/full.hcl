@@ -80,6 +80,15 @@ listener "public" {               # no default: at least one listener is require
     max_connections        = 0      # TCP and QUIC together; 0 = none
     max_concurrent_streams = 250    # per HTTP/2 or HTTP/3 connection
   }
+  # proxy_protocol {              # none by default: HAProxy PROXY v1/v2 headers on TCP, read before TLS (README "Client address")
+  #   trusted = ["10.0.0.0/8"]    # required in the block: the balancers' CIDR prefixes
+  #   mode    = "required"        # required (a trusted peer must send one) | optional
+  # }
+  forwarded_headers {             # absent or trusted = []: X-Forwarded-For / Forwarded are not believed
+    trusted = []                  # CIDR prefixes of the forwarders whose headers name the client
+  }
+  ip_allow = []                   # CIDR prefixes of the client address; empty = all (else 403 ip_denied)
+  ip_deny  = []                   # CIDR prefixes refused (403 ip_denied); deny wins over allow
 }
 
 upstream "web" {
@@ -91,6 +100,8 @@ upstream "web" {
     host        = "web.example.com" # not the default ("" = any host); exact, or "*.example.com"
     path_prefix = "/"
     methods     = []                # empty = any
+    ip_allow    = []                # CIDR prefixes of the client address, after routing; empty = all
+    ip_deny     = []                # deny wins (403 ip_denied)
   }
 
   backend "web-1" {               # static backends
