@@ -168,10 +168,14 @@ func (cfg Config) withDefaults() (Config, error) {
 // Client watches Consul services. It is safe for concurrent use; each
 // [Client.Watch] call is independent. Create it with [New].
 type Client struct {
-	cfg     Config
-	api     *api.Client
-	http    *http.Client // used by api; Timeout = RequestTimeout(Wait)
-	metrics sink
+	cfg Config
+	api *api.Client
+	// readAPI serves re-reads and sweeps (Client.read), over a transport
+	// holding at most maxReads connections.
+	readAPI  *api.Client
+	readHTTP *http.Client
+	http     *http.Client // used by api; Timeout = RequestTimeout(Wait)
+	metrics  sink
 	// certAsked: a Consul server asked for a client certificate that the
 	// configuration does not have (watchCertRequests).
 	certAsked atomic.Bool
@@ -209,9 +213,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	tlsCfg.InsecureSkipVerify = tlsCfg.InsecureSkipVerify || cfg.TLS.InsecureSkipVerify
 	transport := cleanhttp.DefaultPooledTransport()
-	// Keep every connection the change feed uses (2 feed queries, maxReads
-	// reads, a catalog watch, a registration) for reuse: cleanhttp keeps
-	// GOMAXPROCS+1, so each burst of re-reads would dial anew.
+	// Keep the connections of the change feed's queries (3 per scope), a
+	// catalog watch and a registration for reuse: cleanhttp keeps
+	// GOMAXPROCS+1.
 	transport.MaxIdleConnsPerHost = 2 * maxReads
 	// Consul's API never redirects, and http.Client would follow one with
 	// X-Consul-Token (only its own auth fields are dropped across hosts):
@@ -249,6 +253,19 @@ func New(cfg Config) (*Client, error) {
 		reads:   make(chan struct{}, maxReads),
 	}
 	cl.watchCertRequests(transport.TLSClientConfig)
+	// Re-reads and sweeps have a transport of their own, capped at maxReads
+	// connections: on a shared one, a burst of reads dials while another
+	// connection is being freed, and the spare stays idle (9 connections
+	// at once in a 5,000-service cold start, with 6 requests in flight).
+	rt := transport.Clone()
+	rt.MaxConnsPerHost, rt.MaxIdleConnsPerHost = maxReads, maxReads
+	rcfg := *apiCfg
+	rcfg.Transport = rt
+	rcfg.HttpClient = &http.Client{Transport: rt, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
+	if cl.readAPI, err = api.NewClient(&rcfg); err != nil {
+		return nil, fmt.Errorf("discovery: consul client: %w", err)
+	}
+	cl.readHTTP = rcfg.HttpClient
 	return cl, nil
 }
 
@@ -256,4 +273,5 @@ func New(cfg Config) (*Client, error) {
 // their contexts for that. The Client stays usable.
 func (c *Client) Close() {
 	c.http.CloseIdleConnections()
+	c.readHTTP.CloseIdleConnections()
 }

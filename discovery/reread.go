@@ -3,6 +3,8 @@ package discovery
 import (
 	"context"
 	"time"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // fetchMoved is a service watch's fetch under the change feed. The first
@@ -53,7 +55,7 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	}
 	var r healthResult
 	var got uint64
-	err := c.read(ctx, func(ctx context.Context) (err error) {
+	err := c.read(ctx, func(ctx context.Context, a *api.Client) (err error) {
 		// A move signalled before this read is sent is in its answer:
 		// drop it, or it costs a re-read that waits rereadWait for nothing
 		// (after a feed outage, hundreds queued behind the read slots).
@@ -61,7 +63,7 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 		case <-sub.moved:
 		default:
 		}
-		r, got, err = c.fetch(ctx, q, endpoint, index, rereadWait, FeedRereadLabel)
+		r, got, err = c.fetch(ctx, a, q, endpoint, index, rereadWait, FeedRereadLabel)
 		return err
 	})
 	if err != nil {

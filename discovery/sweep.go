@@ -80,8 +80,8 @@ func classifyAny(err error) *queryError {
 
 func (f *feed) sweepOnce(ctx context.Context) error {
 	var nodes []*api.Node
-	err := f.c.read(ctx, func(ctx context.Context) (err error) {
-		nodes, _, err = f.c.api.Catalog().Nodes(f.opts(ctx, 0, 0))
+	err := f.c.read(ctx, func(ctx context.Context, a *api.Client) (err error) {
+		nodes, _, err = a.Catalog().Nodes(f.opts(ctx, 0, 0))
 		if err != nil {
 			return classify("/v1/catalog/nodes", unwrapURL(err))
 		}
@@ -99,8 +99,8 @@ func (f *feed) sweepOnce(ctx context.Context) error {
 		}
 		nodeModify[n.Node] = n.ModifyIndex
 		var list *api.CatalogNodeServiceList
-		err := f.c.read(ctx, func(ctx context.Context) (err error) {
-			list, _, err = f.c.api.Catalog().NodeServiceList(n.Node, f.opts(ctx, 0, 0))
+		err := f.c.read(ctx, func(ctx context.Context, a *api.Client) (err error) {
+			list, _, err = a.Catalog().NodeServiceList(n.Node, f.opts(ctx, 0, 0))
 			if err != nil {
 				return classify("/v1/catalog/node-services/"+n.Node, unwrapURL(err))
 			}
@@ -168,7 +168,7 @@ func (s *feedSub) sweepMoved(seen []sweepInstance, nodeModify map[string]uint64)
 
 // read runs one non-watch request in one of the Client's maxReads slots,
 // with a deadline, so re-reads and sweeps never hold more connections.
-func (c *Client) read(ctx context.Context, do func(ctx context.Context) error) error {
+func (c *Client) read(ctx context.Context, do func(ctx context.Context, a *api.Client) error) error {
 	select {
 	case c.reads <- struct{}{}:
 	case <-ctx.Done():
@@ -177,7 +177,7 @@ func (c *Client) read(ctx context.Context, do func(ctx context.Context) error) e
 	defer func() { <-c.reads }()
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
-	return do(ctx)
+	return do(ctx, c.readAPI)
 }
 
 // readTimeout bounds one re-read or sweep request: a Consul that hangs must

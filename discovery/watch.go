@@ -128,7 +128,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 	w := &watchState{st: WatchStatus{Query: q}}
 	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
 	fetch := func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
-		return c.fetch(ctx, q, endpoint, index, wait, q.Service)
+		return c.fetch(ctx, c.api, q, endpoint, index, wait, q.Service)
 	}
 	if c.cfg.ChangeFeed {
 		f := c.acquireFeed(scopeOf(q))
@@ -200,7 +200,7 @@ func (c *Client) succeeded(service string, w *watchState, index uint64, at time.
 // service for a watch's own blocking query, FeedRereadLabel for the change
 // feed's re-reads (a summary per service would keep about 70 KB of quantile
 // streams for each of thousands of services).
-func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint64, wait time.Duration, durationLabel string) (_ healthResult, _ uint64, err error) {
+func (c *Client) fetch(ctx context.Context, a *api.Client, q Query, endpoint string, index uint64, wait time.Duration, durationLabel string) (_ healthResult, _ uint64, err error) {
 	opts := (&api.QueryOptions{
 		Datacenter: q.Datacenter,
 		Namespace:  q.Namespace,
@@ -211,7 +211,7 @@ func (c *Client) fetch(ctx context.Context, q Query, endpoint string, index uint
 	}).WithContext(ctx)
 	start := time.Now()
 	defer func() { c.metrics.queryDone(durationLabel, start, err) }()
-	entries, meta, err := c.api.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
+	entries, meta, err := a.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
 	if err != nil {
 		return healthResult{}, 0, classify(endpoint, unwrapURL(err))
 	}
