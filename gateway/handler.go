@@ -9,6 +9,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
+	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // serve routes r, picks a backend and proxies the exchange. It is the
@@ -88,6 +89,14 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	rt := tbl.routes.Match(r.Host, path, method)
 	if rt == nil {
 		rec.finish(w, nil, nil, answer.NoRoute)
+		return
+	}
+	if lax, ok := pathnorm.LaxReading(path); ok && tbl.routes.Match(r.Host, lax, method) != rt {
+		// "//api/x" routed by "/" reaches a backend that merges slashes as
+		// its "/api/x", past the "/api/" route's policies.
+		g.log.Debug("path cannot be routed safely: read with slashes merged or ';' parameters dropped, it is another route's",
+			"path", r.RequestURI, "read_as", lax)
+		rec.finish(w, nil, nil, answer.InvalidPath)
 		return
 	}
 	rec.routed(rt.PathPrefix, rt.Host)

@@ -96,7 +96,14 @@ func TestPathNormalisationRouting(t *testing.T) {
 		{"unreserved escapes, query untouched", pathnorm.PathOptions{}, "/api/%7eu%2Dv?q=%2e%2e/x&r=%7e", "api", "/api/~u-v?q=%2e%2e/x&r=%7e"},
 		{"hex case", pathnorm.PathOptions{}, "/api/caf%c3%a9", "api", "/api/caf%C3%A9"},
 		{"double encoding is data", pathnorm.PathOptions{}, "/api/%252e%252e/admin", "api", "/api/%252e%252e/admin"},
-		{"slashes kept", pathnorm.PathOptions{}, "//api/x", "root", "//api/x"},
+		{"slashes kept", pathnorm.PathOptions{}, "/api//x", "api", "/api//x"},
+		{"slashes kept, same route merged", pathnorm.PathOptions{}, "//x", "root", "//x"},
+		// A backend merging slashes (nginx) or dropping ";" parameters
+		// (servlet containers) would serve these as /api/x, past the
+		// /api/ route's policies: refused.
+		{"slashes reaching another route merged", pathnorm.PathOptions{}, "//api/x", "", ""},
+		{"a parameter reaching another route dropped", pathnorm.PathOptions{}, "/api;jsessionid=1/x", "", ""},
+		{"a parameter on the same route", pathnorm.PathOptions{}, "/api/x;v=1", "api", "/api/x;v=1"},
 		{"empty segment popped", pathnorm.PathOptions{}, "/api//../admin", "api", "/api/admin"},
 		{"encoded slash", pathnorm.PathOptions{}, "/api/..%2Fadmin", "", ""},
 		{"encoded backslash", pathnorm.PathOptions{}, "/api/..%5cadmin", "", ""},

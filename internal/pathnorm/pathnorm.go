@@ -247,3 +247,36 @@ func CheckPrefix(p string) error {
 	}
 	return nil
 }
+
+// LaxReading returns the normal form p as a lenient backend reads it, and
+// whether that differs from p: runs of "/" merged into one (nginx's
+// merge_slashes, on by default) and ";" parameters dropped from every
+// segment (servlet containers such as Tomcat and Jetty serve "/a;x=1/b" as
+// "/a/b"). The gateway refuses a path whose lax reading is routed unlike the
+// path itself: a route's policies (authentication, IP rules, rate limits)
+// would not apply to what such a backend serves. "/" alone stays "/".
+func LaxReading(p string) (string, bool) {
+	if !strings.Contains(p, "//") && strings.IndexByte(p, ';') < 0 {
+		return p, false
+	}
+	var b strings.Builder
+	b.Grow(len(p))
+	inParam := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '/':
+			inParam = false
+			if b.Len() > 0 && b.String()[b.Len()-1] == '/' {
+				continue
+			}
+			b.WriteByte(c)
+		case c == ';':
+			inParam = true
+		case !inParam:
+			b.WriteByte(c)
+		}
+	}
+	out := b.String()
+	return out, out != p
+}

@@ -198,3 +198,21 @@ func TestCheckPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestLaxReading(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"/api/x", "/api/x"},
+		{"//api/x", "/api/x"},
+		{"/api//x///y", "/api/x/y"},
+		{"/api;jsessionid=1/x", "/api/x"},
+		{"/api/x;v=1", "/api/x"},
+		{"/a;b;c/d;e", "/a/d"},
+		{"/;x", "/"},
+		{"/", "/"},
+	} {
+		got, changed := LaxReading(c.in)
+		if got != c.want || changed != (c.in != c.want) {
+			t.Errorf("LaxReading(%q) = %q, %v; want %q", c.in, got, changed, c.want)
+		}
+	}
+}
