@@ -111,14 +111,15 @@ func compare(ctx context.Context, hash []byte, password string) string {
 	}
 	done := make(chan bool, 1)
 	go func() {
-		defer func() {
-			inflight.Add(-1)
-			<-sem
-		}()
 		if hook != nil {
 			hook()
 		}
-		done <- bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
+		ok := bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
+		// Free before answering: a client's next request, sent once it has
+		// this answer, finds the slot free.
+		inflight.Add(-1)
+		<-sem
+		done <- ok
 	}()
 	select {
 	case ok := <-done:
