@@ -68,6 +68,7 @@ func TestAuthBlocks(t *testing.T) {
 		"plainuser": "alice:pw-in-clear\n",
 		"md5user":   "alice:$apr1$abc$def\n",
 		"nocolon":   "alice\n",
+		"costuser":  "# cost 31: minutes per check\nalice:" + string(hash[:4]) + "31" + string(hash[6:]) + "\n",
 	}
 	files := map[string]string{}
 	for name, data := range bad {
@@ -82,6 +83,7 @@ func TestAuthBlocks(t *testing.T) {
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["plainuser"]), fmt.Sprintf("%q", files["plainuser"]), ":1: user \"alice\": not a bcrypt hash"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["md5user"]), fmt.Sprintf("%q", files["md5user"]), "not a bcrypt hash"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["nocolon"]), fmt.Sprintf("%q", files["nocolon"]), ":1: not USER:HASH."},
+		{fmt.Sprintf("basic_auth { users_file = %q }", files["costuser"]), fmt.Sprintf("%q", files["costuser"]), ":2: user \"alice\": bcrypt cost 31 is over the maximum of 14 (about 1 s of CPU per check"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", dir+"/missing"), fmt.Sprintf("%q", dir+"/missing"), "File not found"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", dir), fmt.Sprintf("%q", dir), "is a directory"},
 		{"basic_auth { }", "basic_auth", "Missing users_file"},
@@ -119,7 +121,7 @@ func TestAuthBlocks(t *testing.T) {
 		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
 		}
-		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") {
+		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") || strings.Contains(got, string(hash[7:])) {
 			t.Errorf("%s: a diagnostic quotes a credential:\n%s", tc.body, got)
 		}
 	}
