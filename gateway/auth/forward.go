@@ -20,8 +20,12 @@ import (
 // method, URI, host, scheme and client address as Traefik's ForwardAuth
 // sends them (X-Forwarded-Method, X-Forwarded-Uri, X-Forwarded-Host,
 // X-Forwarded-Proto, X-Forwarded-For) and the fields of
-// CopyRequestHeaders. A 2xx lets the request go on with the fields of
-// CopyResponseHeaders set on it; any other status is the client's answer,
+// CopyRequestHeaders. The URI is the normalized path the route matched
+// and the query as sent (never the target as sent: "/a/public/../secret"
+// would pass a service allowing "/a/public/" by prefix, and reach the
+// backend as "/a/secret"). A 2xx lets the request go on with the fields of
+// CopyResponseHeaders set on it (the client's own removed in every
+// spelling; none its Connection names, RFC 9110 §7.6.1); any other status is the client's answer,
 // as the service sent it (its body at most MaxDenialBytes); no answer
 // within the timeout, or a failed connection, refuses the request
 // (ResultUnavailable: the pipeline's 503 auth_unavailable). Redirects are
