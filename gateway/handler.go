@@ -116,7 +116,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
 		return
 	}
-	if !g.authenticate(&rec, w, r, tbl, rt) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
+	if !g.authenticate(&rec, w, r, tbl, rt, path) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
 		return
 	}
 	if !g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go)

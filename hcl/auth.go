@@ -147,8 +147,8 @@ func buildAPIKeys(b blk, r *rawAPIKeys) *APIKeys {
 		switch {
 		case !isToken(h):
 			b.errorf(r.Header, "", "Invalid header", "%q is not a field name (RFC 9110 §5.1).", h)
-		case isReservedAuthHeader(h):
-			b.errorf(r.Header, "", "Invalid header", "%q cannot carry an API key: the gateway or HTTP itself uses it.", h)
+		case isReservedKeyHeader(h):
+			b.errorf(r.Header, "", "Invalid header", "%q cannot carry an API key: the gateway, a proxy before it or HTTP itself uses it.", h)
 		default:
 			k.Header = h
 		}
@@ -157,13 +157,37 @@ func buildAPIKeys(b blk, r *rawAPIKeys) *APIKeys {
 	return k
 }
 
-// isReservedAuthHeader: fields an API key must not be read from.
-func isReservedAuthHeader(h string) bool {
+// isHopOrFraming: the hop-by-hop fields (RFC 9110 §7.6.1: meant for one
+// connection, removed by every proxy, HTTP/2 and HTTP/3 forbid them) and
+// the fields that frame a message (Content-Length, Transfer-Encoding):
+// none can be copied to or from an auth service, nor carry a key.
+func isHopOrFraming(h string) bool {
 	switch strings.ToLower(h) {
-	case "host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "x-request-id", "cookie":
+	case "connection", "proxy-connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+		"http2-settings", "proxy-authenticate", "proxy-authorization", "content-length":
 		return true
 	}
 	return false
+}
+
+// isReservedAuthHeader: fields forward auth must not set on a request
+// (copy_response_headers): hop-by-hop and framing fields, Host, Cookie and
+// the gateway's x-request-id.
+func isReservedAuthHeader(h string) bool {
+	switch strings.ToLower(h) {
+	case "host", "x-request-id", "cookie":
+		return true
+	}
+	return isHopOrFraming(h)
+}
+
+// isReservedKeyHeader: fields an API key must not be read from: those of
+// isReservedAuthHeader, and Forwarded and X-Forwarded-* (set or appended
+// by proxies before the gateway, and by the gateway itself: a key there
+// would be logged and forwarded as a client address or a scheme).
+func isReservedKeyHeader(h string) bool {
+	l := strings.ToLower(h)
+	return isReservedAuthHeader(h) || l == "forwarded" || strings.HasPrefix(l, "x-forwarded-")
 }
 
 func buildBasicAuth(b blk, r *rawBasicAuth) *BasicAuth {
@@ -197,7 +221,15 @@ func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {
 		}
 		return ""
 	}
-	f.CopyRequestHeaders = b.strList(r.CopyRequestHeaders, fieldName)
+	f.CopyRequestHeaders = b.strList(r.CopyRequestHeaders, func(h string) string {
+		if why := fieldName(h); why != "" {
+			return why
+		}
+		if isHopOrFraming(h) || strings.EqualFold(h, "Host") {
+			return fmt.Sprintf("%q cannot be copied to the auth service: it belongs to one connection or frames one message (RFC 9110 §7.6.1; the service gets the host as X-Forwarded-Host)", h)
+		}
+		return ""
+	})
 	f.CopyResponseHeaders = b.strList(r.CopyResponseHeaders, func(h string) string {
 		if why := fieldName(h); why != "" {
 			return why

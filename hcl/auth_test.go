@@ -68,6 +68,7 @@ func TestAuthBlocks(t *testing.T) {
 		"plainuser": "alice:pw-in-clear\n",
 		"md5user":   "alice:$apr1$abc$def\n",
 		"nocolon":   "alice\n",
+		"costuser":  "# cost 31: minutes per check\nalice:" + string(hash[:4]) + "31" + string(hash[6:]) + "\n",
 	}
 	files := map[string]string{}
 	for name, data := range bad {
@@ -82,6 +83,7 @@ func TestAuthBlocks(t *testing.T) {
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["plainuser"]), fmt.Sprintf("%q", files["plainuser"]), ":1: user \"alice\": not a bcrypt hash"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["md5user"]), fmt.Sprintf("%q", files["md5user"]), "not a bcrypt hash"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", files["nocolon"]), fmt.Sprintf("%q", files["nocolon"]), ":1: not USER:HASH."},
+		{fmt.Sprintf("basic_auth { users_file = %q }", files["costuser"]), fmt.Sprintf("%q", files["costuser"]), ":2: user \"alice\": bcrypt cost 31 is over the maximum of 14 (about 1 s of CPU per check"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", dir+"/missing"), fmt.Sprintf("%q", dir+"/missing"), "File not found"},
 		{fmt.Sprintf("basic_auth { users_file = %q }", dir), fmt.Sprintf("%q", dir), "is a directory"},
 		{"basic_auth { }", "basic_auth", "Missing users_file"},
@@ -90,6 +92,14 @@ func TestAuthBlocks(t *testing.T) {
 		{"api_keys { }", "api_keys", "Missing keys_file"},
 		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"X Key\"\n}", keys), `"X Key"`, "is not a field name"},
 		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"Host\"\n}", keys), `"Host"`, "cannot carry an API key"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"X-Forwarded-For\"\n}", keys), `"X-Forwarded-For"`, "cannot carry an API key"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"forwarded\"\n}", keys), `"forwarded"`, "cannot carry an API key"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"Keep-Alive\"\n}", keys), `"Keep-Alive"`, "cannot carry an API key"},
+		{fmt.Sprintf("api_keys {\n keys_file = %q\n header = \"TE\"\n}", keys), `"TE"`, "cannot carry an API key"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"Cookie\", \"Content-Length\"]\n}", `"Content-Length"`, "cannot be copied to the auth service"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"Host\"]\n}", `"Host"`, "cannot be copied to the auth service"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"connection\"]\n}", `"connection"`, "cannot be copied to the auth service"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_response_headers = [\"Upgrade\"]\n}", `"Upgrade"`, "cannot be set on the request"},
 		{"forward_auth { }", "forward_auth", "Missing address"},
 		{`forward_auth { address = "tcp://a:1" }`, `"tcp://a:1"`, "the scheme must be http or https"},
 		{`forward_auth { address = "http://u:p@a:1" }`, `"http://u:p@a:1"`, "user info is not allowed"},
@@ -111,7 +121,7 @@ func TestAuthBlocks(t *testing.T) {
 		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
 		}
-		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") {
+		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") || strings.Contains(got, string(hash[7:])) {
 			t.Errorf("%s: a diagnostic quotes a credential:\n%s", tc.body, got)
 		}
 	}

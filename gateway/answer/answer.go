@@ -104,6 +104,9 @@ var (
 	AuthRequired         = Answer{401, "auth_required", GRPCUnauthenticated, false, Response}
 	AuthInvalid          = Answer{401, "auth_invalid", GRPCUnauthenticated, false, Response}
 	AuthUnavailable      = Answer{503, "auth_unavailable", GRPCUnavailable, false, Response}
+	// AuthBusy: basic_auth would compare a password with bcrypt and every
+	// slot of the gateway is taken (auth.BcryptSlots); with Retry-After.
+	AuthBusy = Answer{429, "auth_busy", GRPCResourceExhausted, false, Response}
 	// IPDenied: the client address is not allowed by a listener's or
 	// route's ip_allow / ip_deny.
 	IPDenied = Answer{403, "ip_denied", GRPCPermissionDenied, false, Response}
@@ -116,7 +119,7 @@ var All = []Answer{
 	RateLimited, BodyTooLarge, ClientBodyTimeout, Pending, NoBackend, Overloaded,
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
-	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthUnavailable,
+	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthUnavailable, AuthBusy,
 	IPDenied,
 }
 

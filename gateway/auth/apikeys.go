@@ -25,17 +25,18 @@ func newAPIKeys(c APIKeysConfig) *apiKeys {
 }
 
 // check is the verdict on h: ResultMissing without the field (or with it
-// empty), ResultDenied for a key that matches none (or the field sent more
+// empty; optional whitespace around the key is not part of it, RFC 9110
+// §5.5), ResultDenied for a key that matches none (or the field sent more
 // than once), else ResultOK and the key's name.
 func (a *apiKeys) check(h http.Header) (result, subject string) {
 	v := h[a.header]
 	switch {
-	case len(v) == 0 || len(v) == 1 && v[0] == "":
+	case len(v) == 0 || len(v) == 1 && trimOWS(v[0]) == "":
 		return ResultMissing, ""
 	case len(v) > 1:
 		return ResultDenied, ""
 	}
-	i := matchKey(a.keys, sha256.Sum256([]byte(v[0])))
+	i := matchKey(a.keys, sha256.Sum256([]byte(trimOWS(v[0]))))
 	if i < 0 {
 		return ResultDenied, ""
 	}

@@ -38,8 +38,13 @@ const (
 	// ResultUnavailable: forward auth could not get an answer (connection
 	// failure, timeout, an answer too large).
 	ResultUnavailable = "unavailable"
-	// ResultCanceled: the client went away while forward auth was asked.
+	// ResultCanceled: the client went away while forward auth was asked
+	// or a password was compared.
 	ResultCanceled = "canceled"
+	// ResultBusy: basic_auth had to compare a password with bcrypt and
+	// every slot of the process was taken (bcrypt.go): nothing was
+	// compared, the pipeline answers 429 auth_busy.
+	ResultBusy = "busy"
 )
 
 // Config is a route's authentication: every block set must pass, in the
@@ -149,9 +154,12 @@ func New(c Config, forward *Forward) (*Policy, error) {
 func (p *Policy) Forward() *Forward { return p.forward }
 
 // Authenticate decides on r. On success the credential fields of api_keys
-// and basic_auth are removed from r.Header (they never reach the backend)
-// and forward auth's copied fields are set on it.
-func (p *Policy) Authenticate(ctx context.Context, r *http.Request) Decision {
+// and basic_auth are removed from r.Header, in every spelling a backend
+// may read as the same (deleteSpellings: they never reach the backend),
+// and forward auth's copied fields are set on it. uri is the request
+// target forward auth describes as X-Forwarded-Uri: the path the route
+// matched (normalized, README "Paths") and the query as sent.
+func (p *Policy) Authenticate(ctx context.Context, r *http.Request, uri string) Decision {
 	var d Decision
 	if p.apiKeys != nil {
 		res, subject := p.apiKeys.check(r.Header)
@@ -162,7 +170,7 @@ func (p *Policy) Authenticate(ctx context.Context, r *http.Request) Decision {
 		d.Subject = subject
 	}
 	if p.basic != nil {
-		res, subject := p.basic.check(r.Header, time.Now())
+		res, subject := p.basic.check(ctx, r.Header, time.Now())
 		d.add(MethodBasic, res)
 		if res != ResultOK {
 			return d
@@ -170,7 +178,7 @@ func (p *Policy) Authenticate(ctx context.Context, r *http.Request) Decision {
 		d.Subject = subject
 	}
 	if p.forward != nil {
-		res, denial := p.forward.check(ctx, r)
+		res, denial := p.forward.check(ctx, r, uri)
 		d.add(MethodForward, res)
 		d.Denial = denial
 		if res != ResultOK {
@@ -178,10 +186,10 @@ func (p *Policy) Authenticate(ctx context.Context, r *http.Request) Decision {
 		}
 	}
 	if p.apiKeys != nil {
-		delete(r.Header, p.apiKeys.header)
+		deleteSpellings(r.Header, p.apiKeys.header)
 	}
 	if p.basic != nil {
-		delete(r.Header, "Authorization")
+		deleteSpellings(r.Header, "Authorization")
 	}
 	return d
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"net/http"
 	"strings"
@@ -92,7 +93,7 @@ func TestBasicCheck(t *testing.T) {
 		{basicHeader("alice", "wrong"), ResultDenied, ""},
 		{http.Header{"Authorization": {"BASIC " + strings.TrimPrefix(basicHeader("alice", "pw-alice").Get("Authorization"), "Basic ")}}, ResultOK, "alice"},
 	} {
-		if res, sub := b.check(tc.h, now); res != tc.result || sub != tc.subject {
+		if res, sub := b.check(context.Background(), tc.h, now); res != tc.result || sub != tc.subject {
 			t.Errorf("%v: %s %q, want %s %q", tc.h, res, sub, tc.result, tc.subject)
 		}
 	}
@@ -108,7 +109,7 @@ func TestBasicCheck(t *testing.T) {
 	}
 
 	empty := newBasic(BasicConfig{Realm: "r"})
-	if res, _ := empty.check(basicHeader("alice", "pw-alice"), now); res != ResultDenied {
+	if res, _ := empty.check(context.Background(), basicHeader("alice", "pw-alice"), now); res != ResultDenied {
 		t.Errorf("empty users: %s", res)
 	}
 }
@@ -168,8 +169,8 @@ func BenchmarkBasicCached(b *testing.B) {
 	ba := newBasic(BasicConfig{Realm: "r", Users: []credfile.User{{Name: "alice", Hash: h}}})
 	hdr := basicHeader("alice", "pw")
 	now := time.Now()
-	ba.check(hdr, now)
+	ba.check(context.Background(), hdr, now)
 	for b.Loop() {
-		ba.check(hdr, now)
+		ba.check(context.Background(), hdr, now)
 	}
 }

@@ -1,17 +1,21 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/impulse-agent/impulse-agent/internal/credfile"
 )
 
 // Cache of verified basic credentials: bcrypt costs tens of milliseconds a
@@ -33,7 +37,8 @@ type basic struct {
 	challenge string // WWW-Authenticate value
 	users     map[string][]byte
 	// dummy is compared with when the user is unknown, so that an unknown
-	// user costs what a known one does (no user enumeration by timing).
+	// user costs what a known one does (no user enumeration by timing): a
+	// hash of the file at its median cost (dummyOf).
 	dummy []byte
 
 	mu       sync.Mutex
@@ -58,22 +63,41 @@ var dummyHash = sync.OnceValue(func() []byte {
 func newBasic(c BasicConfig) *basic {
 	b := &basic{challenge: "Basic realm=" + strconv.Quote(c.Realm) + `, charset="UTF-8"`,
 		users: make(map[string][]byte, len(c.Users)), verified: map[[sha256.Size]byte]verified{}}
-	maxCost := -1
 	for _, u := range c.Users {
 		b.users[u.Name] = u.Hash
-		if cost, _ := bcrypt.Cost(u.Hash); cost > maxCost {
-			maxCost, b.dummy = cost, u.Hash
-		}
 	}
+	b.dummy = dummyOf(c.Users)
 	_, _ = rand.Read(b.secret[:])
 	return b
+}
+
+// dummyOf is the hash an unknown user is compared with: one of users'
+// hashes at their median cost (the upper median of an even count), nil
+// for no users. Then an unknown user costs what a wrong password of a
+// typical user does. Against the highest cost, one hash of cost 14 among
+// cost-10 ones would make every unknown-user guess 16 times dearer than
+// a known user's; with mixed costs some timing difference remains either
+// way: a user whose hash has another cost than the median answers faster
+// or slower than an unknown one (README "Edge authentication").
+func dummyOf(users []credfile.User) []byte {
+	if len(users) == 0 {
+		return nil
+	}
+	costs := make([]int, len(users))
+	for i, u := range users {
+		costs[i], _ = bcrypt.Cost(u.Hash)
+	}
+	median := slices.Clone(costs)
+	slices.Sort(median)
+	m := median[len(median)/2]
+	return users[slices.Index(costs, m)].Hash
 }
 
 // parseBasic returns the user and password of an Authorization field value
 // of the Basic scheme (RFC 7617 §2; the scheme case-insensitive, RFC 9110
 // §11.1); ok false when it is not one.
 func parseBasic(v string) (user, password string, ok bool) {
-	scheme, token, found := strings.Cut(v, " ")
+	scheme, token, found := strings.Cut(trimOWS(v), " ")
 	if !found || !strings.EqualFold(scheme, "Basic") {
 		return "", "", false
 	}
@@ -86,8 +110,10 @@ func parseBasic(v string) (user, password string, ok bool) {
 
 // check is the verdict on h at now: ResultMissing without an Authorization
 // field, ResultDenied for another scheme, malformed credentials, an
-// unknown user or a wrong password, else ResultOK and the user.
-func (b *basic) check(h http.Header, now time.Time) (result, subject string) {
+// unknown user or a wrong password, else ResultOK and the user; a
+// verification not in the cache may also end as ResultBusy (every bcrypt
+// slot taken: nothing compared) or ResultCanceled (ctx ended first).
+func (b *basic) check(ctx context.Context, h http.Header, now time.Time) (result, subject string) {
 	v := h["Authorization"]
 	switch {
 	case len(v) == 0:
@@ -110,8 +136,12 @@ func (b *basic) check(h http.Header, now time.Time) (result, subject string) {
 			hash = dummyHash()
 		}
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || !known {
-		return ResultDenied, ""
+	res := compare(ctx, hash, password)
+	if res == ResultOK && !known {
+		res = ResultDenied
+	}
+	if res != ResultOK {
+		return res, ""
 	}
 	b.remember(key, user, now)
 	return ResultOK, user

@@ -20,8 +20,12 @@ import (
 // method, URI, host, scheme and client address as Traefik's ForwardAuth
 // sends them (X-Forwarded-Method, X-Forwarded-Uri, X-Forwarded-Host,
 // X-Forwarded-Proto, X-Forwarded-For) and the fields of
-// CopyRequestHeaders. A 2xx lets the request go on with the fields of
-// CopyResponseHeaders set on it; any other status is the client's answer,
+// CopyRequestHeaders. The URI is the normalized path the route matched
+// and the query as sent (never the target as sent: "/a/public/../secret"
+// would pass a service allowing "/a/public/" by prefix, and reach the
+// backend as "/a/secret"). A 2xx lets the request go on with the fields of
+// CopyResponseHeaders set on it (the client's own removed in every
+// spelling; none its Connection names, RFC 9110 §7.6.1); any other status is the client's answer,
 // as the service sent it (its body at most MaxDenialBytes); no answer
 // within the timeout, or a failed connection, refuses the request
 // (ResultUnavailable: the pipeline's 503 auth_unavailable). Redirects are
@@ -124,10 +128,12 @@ func (f *Forward) Close() {
 	f.tr.CloseIdleConnections()
 }
 
-// check asks the auth service about r: ResultOK (the copied fields set on
-// r), ResultDenied with the answer to relay, ResultUnavailable, or
-// ResultCanceled when ctx ended first (the client left).
-func (f *Forward) check(ctx context.Context, r *http.Request) (string, *Denial) {
+// check asks the auth service about r, whose target is uri (the
+// normalized path and the query: Policy.Authenticate): ResultOK (the
+// copied fields set on r), ResultDenied with the answer to relay,
+// ResultUnavailable, or ResultCanceled when ctx ended first (the client
+// left).
+func (f *Forward) check(ctx context.Context, r *http.Request, uri string) (string, *Denial) {
 	f.inflight.Add(1)
 	defer func() {
 		if f.inflight.Add(-1) == 0 && f.closed.Load() {
@@ -149,7 +155,6 @@ func (f *Forward) check(ctx context.Context, r *http.Request) (string, *Denial) 
 	if r.TLS != nil {
 		proto = "https"
 	}
-	uri := r.RequestURI
 	if uri == "" {
 		uri = r.URL.RequestURI()
 	}
@@ -171,9 +176,10 @@ func (f *Forward) check(ctx context.Context, r *http.Request) (string, *Denial) 
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxDenialBytes)) // reuse the connection
+		conn := connectionFields(resp.Header)
 		for _, name := range f.copyResp {
-			delete(r.Header, name) // the client's own, never believed
-			if v := resp.Header[name]; len(v) > 0 {
+			deleteSpellings(r.Header, name) // the client's own, never believed
+			if v := resp.Header[name]; len(v) > 0 && !conn[name] {
 				r.Header[name] = slices.Clone(v)
 			}
 		}
@@ -187,15 +193,11 @@ func (f *Forward) check(ctx context.Context, r *http.Request) (string, *Denial) 
 		return ResultUnavailable, nil
 	}
 	h := resp.Header.Clone()
-	for _, name := range hopByHop {
+	for name := range connectionFields(resp.Header) {
 		delete(h, name)
 	}
-	if c := resp.Header["Connection"]; len(c) > 0 {
-		for _, v := range c {
-			for _, f := range splitTokens(v) {
-				delete(h, textproto.CanonicalMIMEHeaderKey(f))
-			}
-		}
+	for _, name := range hopByHop {
+		delete(h, name)
 	}
 	delete(h, "Content-Length")
 	return ResultDenied, &Denial{Status: resp.StatusCode, Header: h, Body: body}
@@ -203,6 +205,22 @@ func (f *Forward) check(ctx context.Context, r *http.Request) (string, *Denial) 
 
 // hopByHop are the fields never relayed (RFC 9110 §7.6.1).
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// connectionFields are the fields h's Connection names (canonical): hop-by-hop
+// for the answer they came with (RFC 9110 §7.6.1), so neither copied to
+// the request nor relayed; nil when none.
+func connectionFields(h http.Header) map[string]bool {
+	var out map[string]bool
+	for _, v := range h["Connection"] {
+		for _, f := range splitTokens(v) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[textproto.CanonicalMIMEHeaderKey(f)] = true
+		}
+	}
+	return out
+}
 
 func splitTokens(v string) []string {
 	var out []string

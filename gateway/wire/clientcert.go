@@ -12,6 +12,22 @@ const XFCCField = "X-Forwarded-Client-Cert"
 
 type xfccKey struct{}
 
+// DeleteSpellings removes the field name (canonical) from h with every
+// spelling a backend may take for it: name itself, and the keys of h
+// equal to it but for "_" in place of "-" and letter case ("X_User",
+// "x_user", "X-user"...), which CGI, WSGI and PHP map to the same
+// variable (HTTP_X_USER) as "X-User". A gateway that sets or strips a
+// field for backends to trust must strip them all, or a client forges it
+// with the other spelling.
+func DeleteSpellings(h http.Header, name string) {
+	delete(h, name)
+	for k := range h {
+		if len(k) == len(name) && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), strings.ReplaceAll(name, "_", "-")) {
+			delete(h, k)
+		}
+	}
+}
+
 // WithClientCert returns ctx carrying xfcc, the X-Forwarded-Client-Cert
 // value of the request's verified client certificate
 // (certs.Identity.XFCC), for Outgoing to set on every try.
@@ -24,12 +40,7 @@ func WithClientCert(ctx context.Context, xfcc string) context.Context {
 // backends read as the same variable), and sets the gateway's from ctx
 // (WithClientCert) when r's certificate was verified.
 func setClientCert(ctx context.Context, h http.Header, r *http.Request) {
-	delete(h, XFCCField)
-	for k := range h {
-		if len(k) == len(XFCCField) && strings.ContainsRune(k, '_') && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), XFCCField) {
-			delete(h, k)
-		}
-	}
+	DeleteSpellings(h, XFCCField)
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return
 	}

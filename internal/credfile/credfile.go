@@ -26,6 +26,13 @@ const (
 	MaxKeyBytes = 512
 )
 
+// MaxBcryptCost is the highest bcrypt cost a users_file may hold: 14,
+// about a second of a core per check (each step doubles it: cost 10 is
+// 50-80 ms). Every wrong password, and every unknown user (compared with
+// a hash of the file), costs one check; at cost 31 one request would pin
+// a core for days and hold a shutdown past its drain_timeout.
+const MaxBcryptCost = 14
+
 // Key is one API key of a keys_file: the name it is logged as (Name, ""
 // for an unnamed key) and the SHA-256 digest of the key (the key itself is
 // not kept).
@@ -135,7 +142,7 @@ func ParseKeys(data []byte) ([]Key, error) {
 // lines starting with "#" are skipped. USER is 1 to 64 visible ASCII bytes
 // without ":" (RFC 7617 §2: a user-id cannot hold a colon). Other hash
 // schemes (MD5 "$apr1$", SHA-1 "{SHA}", crypt, plain text) are refused:
-// bcrypt only. Errors are *LineError or a file over MaxFileBytes. An
+// bcrypt only, at a cost of at most MaxBcryptCost. Errors are *LineError or a file over MaxFileBytes. An
 // empty file is valid: it admits nobody.
 func ParseUsers(data []byte) ([]User, error) {
 	var users []User
@@ -151,8 +158,12 @@ func ParseUsers(data []byte) ([]User, error) {
 		if prev, dup := seen[name]; dup {
 			return &LineError{n, fmt.Sprintf("user %q is already defined at line %d", name, prev)}
 		}
-		if _, err := bcrypt.Cost([]byte(hash)); err != nil || !strings.HasPrefix(hash, "$2") {
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil || !strings.HasPrefix(hash, "$2") {
 			return &LineError{n, fmt.Sprintf("user %q: not a bcrypt hash (only bcrypt is accepted: htpasswd -B)", name)}
+		}
+		if cost > MaxBcryptCost {
+			return &LineError{n, fmt.Sprintf("user %q: bcrypt cost %d is over the maximum of %d (about 1 s of CPU per check at %d, doubling with each step; every wrong password pays it): rehash with htpasswd -B -C %d or lower", name, cost, MaxBcryptCost, MaxBcryptCost, MaxBcryptCost)}
 		}
 		seen[name] = n
 		users = append(users, User{Name: name, Hash: []byte(hash)})

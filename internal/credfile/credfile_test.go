@@ -3,6 +3,7 @@ package credfile
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,6 +57,9 @@ func TestParseUsers(t *testing.T) {
 	if len(users) != 2 || users[0].Name != "alice" || string(users[1].Hash) != y {
 		t.Fatalf("users = %v", users)
 	}
+	if _, err := ParseUsers([]byte("alice:" + withCost(h, MaxBcryptCost))); err != nil {
+		t.Errorf("cost %d refused: %v", MaxBcryptCost, err)
+	}
 	if s := users[0].String(); s != "user alice" {
 		t.Errorf("String() = %q", s)
 	}
@@ -66,6 +70,8 @@ func TestParseUsers(t *testing.T) {
 		"alice:{SHA}abc=\n":                   `line 1: user "alice": not a bcrypt hash`,
 		":" + string(h):                       "line 1: the user must be",
 		"alice:" + string(h) + "\nalice:" + y: `line 2: user "alice" is already defined at line 1`,
+		"# c\nalice:" + withCost(h, 31):       `line 2: user "alice": bcrypt cost 31 is over the maximum of 14 (about 1 s of CPU per check`,
+		"alice:" + withCost(h, 15):            `line 1: user "alice": bcrypt cost 15 is over the maximum of 14`,
 	} {
 		_, err := ParseUsers([]byte(data))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
@@ -75,4 +81,11 @@ func TestParseUsers(t *testing.T) {
 			t.Errorf("%q: the error quotes a hash or password: %v", data, err)
 		}
 	}
+}
+
+// withCost is the bcrypt hash h with its cost field replaced by cost (a
+// hash no password matches, but whose cost bcrypt.Cost reads): costs a
+// test cannot afford to compute.
+func withCost(h []byte, cost int) string {
+	return fmt.Sprintf("%s%02d%s", h[:4], cost, h[6:])
 }
