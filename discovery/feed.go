@@ -124,12 +124,12 @@ type feed struct {
 	done   chan struct{}
 	refs   int // guarded by c.mu
 
-	checksSt            [len(feedStates)]watchState
-	catalogSt           watchState
-	sweepMu             sync.Mutex // one sweep at a time
-	lastSweep           time.Time  // the end of the last sweep that succeeded; guarded by sweepMu
-	sweepStart          time.Time  // the start of the last sweep; guarded by sweepMu
-	sweepCost           int        // the requests of the last sweep; guarded by sweepMu
+	checksSt   [len(feedStates)]watchState
+	catalogSt  watchState
+	sweepMu    sync.Mutex // one sweep at a time
+	lastSweep  time.Time  // the end of the last sweep that succeeded; guarded by sweepMu
+	sweepStart time.Time  // the start of the last sweep; guarded by sweepMu
+	sweepCost  int        // the requests of the last sweep; guarded by sweepMu
 
 	mu        sync.Mutex // guards what follows; taken before a feedSub's mu
 	subs      map[string]map[*feedSub]struct{}
