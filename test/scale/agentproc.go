@@ -94,6 +94,11 @@ type agentProc struct {
 	logPath    string
 	exited     chan struct{}
 	ctl        *http.Client
+	// heapDir, when set, keeps the heap profile of each forced collection
+	// (-heap-profiles): heap-1.pb.gz, heap-2.pb.gz, ... for `go tool pprof
+	// -base`.
+	heapDir  string
+	heapSeen int
 }
 
 // startAgent starts bin with -config=cfgPath -log-json, copies its log to

@@ -59,6 +59,7 @@ type options struct {
 	seed                uint64
 	keep                bool
 	verbose             bool
+	heapDir             string // -heap-profiles
 	out                 io.Writer // the report; os.Stdout from the command line
 	args                string    // the flags that reproduce the run, for the report
 }
@@ -84,6 +85,7 @@ func (o *options) flags(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the flip and churn sequence")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (agent config and log)")
 	fs.BoolVar(&o.verbose, "v", false, "progress and per-flip lines on stderr")
+	fs.StringVar(&o.heapDir, "heap-profiles", "", "write the agent's heap profile at each forced collection (the churn's start and end) to this directory, for go tool pprof -base")
 }
 
 // quickPreset is the CI-sized run: 1,000 services, a short wait and idle

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,15 @@ func (a *agentProc) sample(gc bool) procSample {
 	s := procSample{at: time.Now(), goroutines: -1, heapAlloc: -1}
 	if gc {
 		if resp, err := a.ctl.Get(a.controlURL + "/debug/pprof/heap?gc=1"); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			var out io.Writer = io.Discard
+			if a.heapDir != "" {
+				a.heapSeen++
+				if f, err := os.Create(filepath.Join(a.heapDir, fmt.Sprintf("heap-%d.pb.gz", a.heapSeen))); err == nil {
+					defer f.Close()
+					out = f
+				}
+			}
+			_, _ = io.Copy(out, resp.Body)
 			resp.Body.Close()
 			s.gc = resp.StatusCode == http.StatusOK
 		}

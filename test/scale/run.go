@@ -159,6 +159,7 @@ func run(o options) (*result, error) {
 		return nil, err
 	}
 	defer b.ag.stop()
+	b.ag.heapDir = o.heapDir
 	defer func() {
 		if failed {
 			fmt.Fprintf(os.Stderr, "agent log tail (%s):\n%s\n", b.ag.logPath, tail(b.ag.logPath))
