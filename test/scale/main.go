@@ -59,7 +59,7 @@ type options struct {
 	seed                uint64
 	keep                bool
 	verbose             bool
-	heapDir             string // -heap-profiles
+	heapDir             string    // -heap-profiles
 	out                 io.Writer // the report; os.Stdout from the command line
 	args                string    // the flags that reproduce the run, for the report
 }
