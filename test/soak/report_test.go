@@ -63,6 +63,7 @@ func (w *world) report(col *collector, d time.Duration, base, after resources) s
 		fmt.Fprintf(&b, "\nfailures other than the stalling backend's (at most 20):\n%s\n", strings.Join(lines, "\n"))
 	}
 	fmt.Fprintf(&b, "\n| gateway at rest | before | after |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| live heap after GC (MiB) | %.1f | %.1f |\n", float64(base.heap)/(1<<20), float64(after.heap)/(1<<20))
 	fmt.Fprintf(&b, "| open fds | %d | %d |\n| goroutines | %d | %d |\n| RSS after GC (MiB) | %.1f | %.1f |\n",
 		base.fds, after.fds, base.goroutines, after.goroutines, float64(base.rss)/(1<<20), float64(after.rss)/(1<<20))
 	return b.String()
