@@ -19,7 +19,7 @@ import (
 func TestErrorStatuses(t *testing.T) {
 	ok1 := newHTTP1Backend(t, "ok-1")
 	h2 := newH2Backend(t, "h2-1")
-	down := &backend{Name: "down-1", URL: fmt.Sprintf("http://127.0.0.1:%d", closedPort(t))}
+	down := &backend{Name: "down-1", URL: fmt.Sprintf("http://127.0.0.1:%d", refusingPort(t))}
 	cfg := baseHCL() +
 		staticUpstreamHCL("ok", "/ok/", "", ok1) +
 		staticUpstreamHCL("down", "/down/", "", down) +

@@ -655,6 +655,30 @@ func closedPort(t testing.TB) int {
 	return p
 }
 
+// refusingPort returns a loopback port that refuses connections until the
+// test ends: a socket bound and never listening holds it, so a connect gets
+// RST and no listener of this or another test can take it meanwhile (a port
+// closed at once, as closedPort's, was taken by another agent's control
+// API: a 404 where a 502 was due). closedPort is for a port a backend takes
+// later.
+func refusingPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "refusing-port") // closes fd
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
 // ---------------------------------------------------------------------------
 // Deterministic payloads
 
