@@ -186,6 +186,9 @@ type Client struct {
 	// idleRereads counts re-reads that found nothing newer than the watch
 	// had (each held a read slot for rereadWait), for tests.
 	idleRereads atomic.Int64
+	// patches counts results the change feed's check statuses produced
+	// without a read (feedSub.patched).
+	patches atomic.Int64
 
 	mu      sync.Mutex
 	watches map[*watchState]struct{}

@@ -78,6 +78,11 @@ const (
 	// milliseconds of each other; a checks answer later than this costs a
 	// sweep, and still moves its services when it comes.
 	attributeWait = 100 * time.Millisecond
+	// admitGrace is how long a patch that may admit an instance (a check
+	// that left critical) waits for a move that asks for a read: the
+	// catalog answer of a commit that deregistered the instance with its
+	// check, which comes within milliseconds of the checks answers.
+	admitGrace = 20 * time.Millisecond
 	// touchedKeep bounds the raft indexes remembered for attribution.
 	touchedKeep = 256
 	// feedRate is the rate (per second, and burst) of each feed query: it
@@ -138,6 +143,9 @@ type feed struct {
 	advanced  chan struct{}       // closed and replaced on every checks answer
 	touched   map[uint64][]string // raft index → services whose checks were written at it
 	services  map[string][]string // the last catalog answer; nil before the first
+	leaves    []leave             // checks that left a status, waiting for the other's answer
+	leaveT    *time.Timer         // runs expireLeaves while leaves waits; nil when idle
+	stopped   bool                // the feed's loops ended: no timer is armed again
 	// failing: the queries whose last try failed. While any does, broke is
 	// closed (healed open); once none does, healed is closed.
 	failing       map[string]*queryError
@@ -186,59 +194,6 @@ func (f *feed) state() (broke, healed <-chan struct{}, err *queryError) {
 		break
 	}
 	return f.broke, f.healed, err
-}
-
-// feedSub is one watch's subscription.
-type feedSub struct {
-	service string
-	tags    []string      // the watch's tag filter: a sweep ignores instances without them
-	moved   chan struct{} // capacity 1: "re-read"
-
-	mu    sync.Mutex
-	want  uint64                     // the service index a move promised (0: none)
-	index uint64                     // X-Consul-Index of the last read
-	ids   map[string]map[string]bool // node → service IDs the last read returned
-}
-
-// signal marks s moved; want is the service index the move implies (0: none).
-func (s *feedSub) signal(want uint64) {
-	s.mu.Lock()
-	s.want = max(s.want, want)
-	s.mu.Unlock()
-	select {
-	case s.moved <- struct{}{}:
-	default:
-	}
-}
-
-// read records a read's index and instances.
-func (s *feedSub) read(index uint64, r healthResult) {
-	ids := map[string]map[string]bool{}
-	add := func(in Instance) {
-		if ids[in.Node] == nil {
-			ids[in.Node] = map[string]bool{}
-		}
-		ids[in.Node][in.ServiceID] = true
-	}
-	for _, in := range r.ins {
-		add(in)
-	}
-	for _, x := range r.excl {
-		add(x.Instance)
-	}
-	s.mu.Lock()
-	s.index, s.ids = index, ids
-	if index >= s.want {
-		s.want = 0
-	}
-	s.mu.Unlock()
-}
-
-// behind reports whether the last read is older than a move promised.
-func (s *feedSub) behind() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.want > s.index
 }
 
 // acquireFeed returns the running feed of scope, starting it, with one more
@@ -341,6 +296,7 @@ func (f *feed) overlay(st *WatchStatus) {
 // run drives the feed queries until ctx is done.
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
+	defer f.stopLeaves()
 	var wg sync.WaitGroup
 	for i, state := range feedStates {
 		wg.Add(1)
@@ -467,67 +423,6 @@ func (f *feed) fetchServices(ctx context.Context, index uint64, wait time.Durati
 		services[name] = slices.Compact(tags)
 	}
 	return services, meta.LastIndex, nil
-}
-
-// onChecks diffs an answer of checks query q (an index of feedStates)
-// against its last one and moves the services whose checks changed.
-func (f *feed) onChecks(q int, now map[checkKey]checkInfo, index uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	old, prev := f.checks[q], f.checksIdx[q]
-	f.checks[q], f.checksIdx[q] = now, index
-	close(f.advanced)
-	f.advanced = make(chan struct{})
-	if old == nil {
-		return // the baseline: every watch reads once on its own
-	}
-	nodes := map[string]uint64{}
-	move := func(ci checkInfo, node string, want uint64) {
-		if ci.service == "" {
-			nodes[node] = max(nodes[node], want)
-			return
-		}
-		f.signalLocked(ci.service, want)
-	}
-	touch := func(at uint64, service string) {
-		if service != "" && at > prev {
-			f.touched[at] = append(f.touched[at], service)
-		}
-	}
-	for k, n := range now {
-		touch(n.modify, n.service)
-		o, had := old[k]
-		if !had || !o.same(n) {
-			move(n, k.node, n.modify)
-			if had && o.service != n.service {
-				move(o, k.node, 0)
-			}
-		}
-	}
-	for k, o := range old {
-		if _, ok := now[k]; !ok {
-			move(o, k.node, 0) // passing again, or deregistered
-			touch(index, o.service)
-		}
-	}
-	for node, want := range nodes {
-		for _, subs := range f.subs {
-			for s := range subs {
-				s.mu.Lock()
-				on := len(s.ids[node]) > 0
-				s.mu.Unlock()
-				if on {
-					s.signal(want)
-				}
-			}
-		}
-	}
-	if len(f.touched) > touchedKeep {
-		keys := slices.Sorted(maps.Keys(f.touched))
-		for _, k := range keys[:len(keys)-touchedKeep] {
-			delete(f.touched, k)
-		}
-	}
 }
 
 // moveAll moves every watch.

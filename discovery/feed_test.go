@@ -322,3 +322,47 @@ func TestFeedNoIdleRereadsAfterABurst(t *testing.T) {
 		t.Fatalf("%d re-reads found nothing new for %d services: moves covered by a read were read again", idle, services)
 	}
 }
+
+// TestFeedPatchesCheckStatuses: a check that only changes status is applied
+// from the status answers without re-reading the service, both ways, and an
+// instance deregistered while critical (its check leaves the critical
+// answer, as if passing) is re-read, never admitted.
+func TestFeedPatchesCheckStatuses(t *testing.T) {
+	t.Parallel()
+	a := consultest.Start(t)
+	c := newTestClient(t, a.Addr(), feedMode)
+	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)
+	checkB := a.RegisterTTL(t, "web-b", "web", "10.0.0.2", 80, nil, nil)
+	w := startWatch(t, c, Query{Service: "web"})
+	w.rec.waitIDs(t, "web-a", "web-b")
+
+	patches := c.patches.Load()
+	a.SetCheck(t, checkB, api.HealthCritical)
+	w.rec.waitIDs(t, "web-a")
+	a.SetCheck(t, checkB, api.HealthWarning)
+	waitFor(t, "web-b warning", func() bool {
+		s, _ := w.rec.last()
+		return len(s.Excluded) == 1 && s.Excluded[0].Status == api.HealthWarning
+	})
+	a.SetCheck(t, checkB, api.HealthPassing)
+	w.rec.waitIDs(t, "web-a", "web-b")
+	if got := c.patches.Load() - patches; got < 3 {
+		t.Errorf("%d of 3 status changes were patched in; the rest re-read", got)
+	}
+
+	a.SetCheck(t, checkB, api.HealthCritical)
+	w.rec.waitIDs(t, "web-a")
+	from := w.rec.count()
+	a.Deregister(t, "web-b")
+	waitFor(t, "web-b gone", func() bool {
+		s, _ := w.rec.last()
+		return len(s.Instances) == 1 && len(s.Excluded) == 0
+	})
+	for _, s := range w.rec.all()[from:] {
+		for _, in := range s.Instances {
+			if in.ServiceID == "web-b" {
+				t.Fatalf("web-b, deregistered while critical, was admitted at index %d", s.Index)
+			}
+		}
+	}
+}

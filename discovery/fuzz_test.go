@@ -276,7 +276,7 @@ func FuzzWatch(f *testing.F) {
 				if json.NewDecoder(bytes.NewReader(b)).Decode(&entries) != nil {
 					return healthResult{}, 0, false
 				}
-				return healthResult{instances(q, entries), excluded(q, entries)}, len(entries), true
+				return healthResult{ins: instances(q, entries), excl: excluded(q, entries)}, len(entries), true
 			}
 			var emits []refEmit[healthResult]
 			sent, emits = refWatch(script, decode, sameHealth)

@@ -29,6 +29,10 @@ type blockingLoop[T any] struct {
 	// backwards (below the last good index, even across failures): Consul
 	// may have lost its state and be refilling it.
 	changed func(result T, index uint64, resync bool)
+	// fresh, when set, reports a result to pass to changed even though its
+	// index is the one sent: one built without a query (the change feed's
+	// patched results), which carries the index of the read it was built on.
+	fresh func(result T) bool
 	// unchanged is called when a reply carries the index that was sent: by
 	// the Consul blocking-query rules nothing changed (the wait timed out).
 	unchanged func(index uint64)
@@ -104,7 +108,7 @@ func (l *blockingLoop[T]) run(ctx context.Context) error {
 		if reset {
 			l.reset(max(sent, good), got)
 		}
-		if first || got != sent {
+		if first || got != sent || (l.fresh != nil && l.fresh(result)) {
 			l.changed(result, got, !first && (reset || recovering))
 		} else {
 			l.unchanged(got)

@@ -1,7 +1,6 @@
 package discovery
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -133,35 +132,7 @@ func sameInstances(a, b []Instance) bool {
 // instances converts health entries into the usable instances of q, sorted by
 // ID. Entries failing the health policy or lacking a tag are dropped.
 func instances(q Query, entries []*api.ServiceEntry) []Instance {
-	out := make([]Instance, 0, len(entries))
-	for _, e := range entries {
-		if e == nil || e.Node == nil || e.Service == nil {
-			continue
-		}
-		status := e.Checks.AggregatedStatus() // maintenance wins, then worst status
-		if !admits(q.Health, status) || !hasAllTags(e.Service.Tags, q.Tags) {
-			continue
-		}
-		in := Instance{
-			ID:        e.Node.Node + "/" + e.Service.ID,
-			Node:      e.Node.Node,
-			ServiceID: e.Service.ID,
-			Address:   cmp.Or(e.Service.Address, e.Node.Address),
-			Port:      e.Service.Port,
-			Tags:      slices.Clone(e.Service.Tags),
-			Meta:      maps.Clone(e.Service.Meta),
-			Weight:    e.Service.Weights.Passing,
-		}
-		if status == api.HealthWarning {
-			in.Weight = e.Service.Weights.Warning
-		}
-		if in.Weight == 0 {
-			in.Weight = 1
-		}
-		out = append(out, in)
-	}
-	slices.SortFunc(out, func(a, b Instance) int { return cmp.Compare(a.ID, b.ID) })
-	return out
+	return judge(q, compact(q, entries), nil).ins
 }
 
 // Excluded is an instance that fails the query's health policy.
@@ -183,30 +154,7 @@ func (a Excluded) equal(b Excluded) bool {
 // excluded lists the instances of entries that carry q's tags but fail its
 // health policy, sorted by ID: the complement of instances.
 func excluded(q Query, entries []*api.ServiceEntry) []Excluded {
-	var out []Excluded
-	for _, e := range entries {
-		if e == nil || e.Node == nil || e.Service == nil {
-			continue
-		}
-		status := e.Checks.AggregatedStatus()
-		if admits(q.Health, status) || !hasAllTags(e.Service.Tags, q.Tags) {
-			continue
-		}
-		x := Excluded{Instance: Instance{
-			ID: e.Node.Node + "/" + e.Service.ID, Node: e.Node.Node, ServiceID: e.Service.ID,
-			Address: cmp.Or(e.Service.Address, e.Node.Address), Port: e.Service.Port,
-			Tags: slices.Clone(e.Service.Tags), Meta: maps.Clone(e.Service.Meta), Weight: max(e.Service.Weights.Passing, 1),
-		}, Status: cmp.Or(status, api.HealthCritical)}
-		for _, c := range e.Checks {
-			if c != nil && c.Status != api.HealthPassing {
-				x.Checks = append(x.Checks, cmp.Or(c.Name, c.CheckID)+": "+c.Status)
-			}
-		}
-		slices.Sort(x.Checks)
-		out = append(out, x)
-	}
-	slices.SortFunc(out, func(a, b Excluded) int { return cmp.Compare(a.ID, b.ID) })
-	return out
+	return judge(q, compact(q, entries), nil).excl
 }
 
 // admits applies a health policy to an aggregated check status. An unknown

@@ -10,13 +10,22 @@ import (
 // fetchMoved is a service watch's fetch under the change feed. The first
 // read (index 0, also the one after a failure) is made at once. Later ones
 // wait until the feed moves the service, or a move promised a newer index
-// than the last read returned (a server behind, with stale reads); then the
-// service is re-read with index= and a short wait, in one of the Client's
-// read slots. A wait shorter than Config.Wait (the resync grace holds an
-// answer) re-reads when it expires. A full wait that expires with nothing
-// moved is answered as "unchanged" without a request. When the feed fails,
-// the fetch fails with feedDown: the loop backs off, and its read afresh
-// waits until the feed recovers.
+// than the last read returned (a server behind, with stale reads).
+//
+// A move that patched check statuses (feedSub.patch) is answered from the
+// last read without a request, with that read's index (a patched result,
+// which the loop applies whatever its index). A patch that may admit an
+// instance (a check left critical) waits admitGrace first for a move that
+// asks for a read: a check that left because its instance was deregistered
+// looks the same in the status answers, and the catalog answer of the same
+// commit, which moves the service, comes within milliseconds.
+//
+// Any other move re-reads the service with index= and a short wait, in one
+// of the Client's read slots. A wait shorter than Config.Wait (the resync
+// grace holds an answer) re-reads when it expires. A full wait that expires
+// with nothing moved is answered as "unchanged" without a request. When the
+// feed fails, the fetch fails with feedDown: the loop backs off, and its
+// read afresh waits until the feed recovers.
 func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *feed, sub *feedSub, index uint64, wait time.Duration) (healthResult, uint64, error) {
 	broke, healed, ferr := f.state()
 	if index == 0 && ferr != nil {
@@ -28,9 +37,11 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 			return healthResult{}, 0, ctx.Err()
 		}
 	}
-	if index > 0 && !sub.behind() {
+	if index > 0 && !sub.needsRead() {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
+		var grace <-chan time.Time // set while an admitting patch waits
+		graceUp := false
 	waiting:
 		for {
 			select {
@@ -39,8 +50,10 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 					return healthResult{}, 0, &feedDown{err}
 				}
 				broke, _, _ = f.state() // it healed meanwhile
+				continue
 			case <-sub.moved:
-				break waiting
+			case <-grace:
+				graceUp = true
 			case <-timer.C:
 				if wait < c.cfg.Wait {
 					// A shortened wait (the resync grace holds an answer):
@@ -51,6 +64,21 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 			case <-ctx.Done():
 				return healthResult{}, 0, ctx.Err()
 			}
+			if sub.needsRead() {
+				break waiting
+			}
+			if grace == nil && sub.admitting() {
+				g := time.NewTimer(admitGrace)
+				defer g.Stop()
+				grace = g.C
+			}
+			if grace != nil && !graceUp {
+				continue
+			}
+			if r, ok := sub.patched(q); ok {
+				c.patches.Add(1)
+				return r, index, nil
+			}
 		}
 	}
 	var r healthResult
@@ -59,17 +87,14 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 		// A move signalled before this read is sent is in its answer:
 		// drop it, or it costs a re-read that waits rereadWait for nothing
 		// (after a feed outage, hundreds queued behind the read slots).
-		select {
-		case <-sub.moved:
-		default:
-		}
+		sub.reading()
 		r, got, err = c.fetch(ctx, a, q, endpoint, index, rereadWait, FeedRereadLabel)
 		return err
 	})
 	if err != nil {
 		return healthResult{}, 0, err
 	}
-	sub.read(got, r)
+	r = sub.read(q, got, r)
 	if got == index {
 		sub.settle() // nothing newer to wait for: the move was not one
 		c.idleRereads.Add(1)
@@ -80,10 +105,3 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 // FeedRereadLabel is the "service" label of the duration of the change
 // feed's re-reads of /v1/health/service/<name>, for every service alike.
 const FeedRereadLabel = "feed:/v1/health/service"
-
-// settle drops what a move promised.
-func (s *feedSub) settle() {
-	s.mu.Lock()
-	s.want = 0
-	s.mu.Unlock()
-}

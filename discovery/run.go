@@ -23,6 +23,12 @@ type watchSpec[T any] struct {
 	fetch fetchFunc[T]
 	// same reports whether two results have the same content.
 	same func(a, b T) bool
+	// fresh, when set, marks a result built without a query (blockingLoop.fresh).
+	fresh func(T) bool
+	// seen, when set, is the raft index a result reflects beyond its reply's
+	// (a patched result: its newest patch; 0 for none). The status and the
+	// snapshot show the higher of the two.
+	seen func(T) uint64
 	// size is the number of entries of a result, for the status and logs.
 	size func(T) int
 	// merge returns what to emit for result while a resync is in progress,
@@ -133,8 +139,10 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		resyncUntil, holding = time.Time{}, false
 		apply(result, index, now)
 	}
+	var shown uint64 // the index of the last answer, as shown (seen)
 	loop := &blockingLoop[T]{
 		fetch:   spec.fetch,
+		fresh:   spec.fresh,
 		limiter: rate.NewLimiter(rate.Limit(c.cfg.Rate), c.cfg.Burst),
 		backoff: backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff},
 		wait: func() time.Duration {
@@ -146,6 +154,10 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		},
 		changed: func(result T, index uint64, resync bool) {
 			recovered(index)
+			if spec.seen != nil {
+				index = max(index, spec.seen(result))
+			}
+			shown = index
 			c.succeeded(spec.label, w, index, time.Now())
 			// A seeded watch's first answer may come from another Consul
 			// or one still refilling: a resync against the seed.
@@ -154,6 +166,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		},
 		unchanged: func(index uint64) {
 			recovered(index)
+			index = max(index, shown) // a patched result showed a newer one
 			c.succeeded(spec.label, w, index, time.Now())
 			if holding {
 				answer(pending, index, false)

@@ -143,7 +143,7 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 	defer c.track(w)()
 	var seed *healthResult
 	if last != nil {
-		seed = &healthResult{last.Instances, last.Excluded}
+		seed = &healthResult{ins: last.Instances, excl: last.Excluded}
 	}
 	return runWatch(ctx, c, w, watchSpec[healthResult]{
 		seed:     seed,
@@ -154,6 +154,8 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		log:      c.cfg.Logger.With("service", q.Service, "query", q.Key()),
 		fetch:    fetch,
 		same:     sameHealth,
+		fresh:    func(r healthResult) bool { return r.patched },
+		seen:     func(r healthResult) uint64 { return r.at },
 		size:     func(r healthResult) int { return len(r.ins) },
 		// Only an empty answer is held: a partial set (anti-entropy
 		// registers one instance at a time) still serves, and any usable
@@ -223,7 +225,10 @@ func (c *Client) fetch(ctx context.Context, a *api.Client, q Query, endpoint str
 		// (X-Consul-LastContact; 0 from the leader itself).
 		c.metrics.lastContact(q.Service, meta.LastContact)
 	}
-	return healthResult{instances(q, entries), excluded(q, entries)}, meta.LastIndex, nil
+	kept := compact(q, entries)
+	r := judge(q, kept, nil)
+	r.kept = kept
+	return r, meta.LastIndex, nil
 }
 
 // healthResult is one answer of the health endpoint: the instances the
@@ -231,6 +236,14 @@ func (c *Client) fetch(ctx context.Context, a *api.Client, q Query, endpoint str
 type healthResult struct {
 	ins  []Instance
 	excl []Excluded
+	// kept is what a read returned, for the change feed's patches; nil for a
+	// patched result.
+	kept []keptEntry
+	// patched: the change feed's check statuses were applied to the last
+	// read (feedSub.patched); the result carries that read's index.
+	patched bool
+	// at is the raft index of the newest patch applied (0: none).
+	at uint64
 }
 
 func sameHealth(a, b healthResult) bool {

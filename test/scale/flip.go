@@ -64,11 +64,15 @@ func (b *bench) flipWindow(ctx context.Context, pr *prober) (*windowResult, erro
 	for time.Since(start) < o.duration {
 		<-tick.C
 		mu.Lock()
-		svc := -1
-		for range 100 * o.services {
+		svc, inst := -1, b.rng.IntN(o.instances)
+		if b.rng.IntN(2) == 0 {
+			// Every other flip, on average, brings a failing instance back:
+			// additions are measured as often as removals.
+			svc, inst = b.failing(pending)
+		}
+		for i := 0; svc < 0 && i < 100*o.services; i++ {
 			if s := b.rng.IntN(o.services); !pending[s] && b.present[s] {
 				svc = s
-				break
 			}
 		}
 		if svc < 0 {
@@ -80,7 +84,7 @@ func (b *bench) flipWindow(ctx context.Context, pr *prober) (*windowResult, erro
 			pending[svc] = true
 		}
 		mu.Unlock()
-		f, err := b.flip(svc, b.rng.IntN(o.instances))
+		f, err := b.flip(svc, inst)
 		if err != nil {
 			return nil, err
 		}
@@ -109,9 +113,31 @@ func (b *bench) flipWindow(ctx context.Context, pr *prober) (*windowResult, erro
 	r.cpu, r.consulCPU = processCPU(b.ag.pid)-cpu0, processCPU(b.consulPID)-consul0
 	r.reqs = b.proxy.summarize(start, end)
 	for _, f := range r.flips {
-		f.consulReply = b.proxy.firstChange("/v1/health/service/"+serviceName(f.svc), f.t0)
+		// The change feed's status answers carry a check's new status
+		// (the agent applies it without reading the service); a re-read
+		// carries any other change.
+		f.consulReply = b.proxy.firstChange(f.t0, "/v1/health/service/"+serviceName(f.svc),
+			"/v1/health/state/critical", "/v1/health/state/warning")
 	}
 	return r, nil
+}
+
+// failing returns a service not pending with a failing instance, and that
+// instance, or -1 when there is none.
+func (b *bench) failing(pending map[int]bool) (svc, inst int) {
+	var down [][2]int
+	for s, insts := range b.passing {
+		for i, ok := range insts {
+			if !ok && !pending[s] && b.present[s] {
+				down = append(down, [2]int{s, i})
+			}
+		}
+	}
+	if len(down) == 0 {
+		return -1, 0
+	}
+	d := down[b.rng.IntN(len(down))]
+	return d[0], d[1]
 }
 
 // follows reports whether the agent routes every service in svcs to the

@@ -106,15 +106,15 @@ func (p *countingProxy) summarize(from, to time.Time) requestSummary {
 	return s
 }
 
-// firstChange returns the reply time of the first reply for path that
-// carried a change (a blocking query that woke up, or a read without
+// firstChange returns the reply time of the first reply for one of paths
+// that carried a change (a blocking query that woke up, or a read without
 // index=) and arrived at or after t, or the zero time.
-func (p *countingProxy) firstChange(path string, t time.Time) time.Time {
+func (p *countingProxy) firstChange(t time.Time, paths ...string) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var best time.Time
 	for _, r := range p.recs {
-		if r.path == path && !r.end.IsZero() && !r.end.Before(t) && r.changed() {
+		if slices.Contains(paths, r.path) && !r.end.IsZero() && !r.end.Before(t) && r.changed() {
 			if best.IsZero() || r.end.Before(best) {
 				best = r.end
 			}

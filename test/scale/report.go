@@ -160,7 +160,7 @@ func (r *result) reportWindows(p func(string, ...any)) {
 	p("    removals                %s", dist(c.removes))
 	p("    additions               %s", dist(c.adds))
 	p("    from the call's start   %s", dist(c.fromStart))
-	p("    Consul part             %s   (API call sent → first reply on the service's path carrying the change)", dist(c.consulPart))
+	p("    Consul part             %s   (API call sent → first reply carrying the change: a status answer of the change feed, or the service's re-read)", dist(c.consulPart))
 	p("    agent part              %s   (that reply → routing changed; includes the 20 ms coalescing)", dist(c.agentPart))
 	p("    not converged in 10 s   %d", c.notConverged)
 	p("  check API call            %s", dist(c.api))
