@@ -16,7 +16,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 )
@@ -133,4 +138,113 @@ func segment(v any) string {
 		panic(err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Clock is a settable clock for tests of expiry and refresh: Now is what
+// a JWTConfig's Now calls.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock is a Clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// JWKSServer serves a key set over HTTPS (httptest.NewTLSServer, a
+// certificate for 127.0.0.1) at /jwks.json: a document the test changes,
+// an outage it switches on and off, and a count of the fetches.
+type JWKSServer struct {
+	srv          *httptest.Server
+	mu           sync.Mutex
+	doc          []byte
+	down         bool
+	cacheControl string
+	fetches      atomic.Int64
+}
+
+// NewJWKSServer serves doc until the test ends.
+func NewJWKSServer(t testing.TB, doc []byte) *JWKSServer {
+	s := &JWKSServer{doc: doc}
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *JWKSServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/jwks.json" {
+		http.NotFound(w, r)
+		return
+	}
+	s.fetches.Add(1)
+	s.mu.Lock()
+	doc, down, cc := s.doc, s.down, s.cacheControl
+	s.mu.Unlock()
+	if down {
+		http.Error(w, "down for the test", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	if cc != "" {
+		w.Header().Set("Cache-Control", cc)
+	}
+	w.Write(doc)
+}
+
+// URL is the set's https URL.
+func (s *JWKSServer) URL() string { return s.srv.URL + "/jwks.json" }
+
+// Pool holds the server's certificate, for a client that trusts it.
+func (s *JWKSServer) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(s.srv.Certificate())
+	return p
+}
+
+// CertPEM is the server's certificate in PEM, for a jwks_ca_file.
+func (s *JWKSServer) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})
+}
+
+// Set replaces the document served.
+func (s *JWKSServer) Set(doc []byte) {
+	s.mu.Lock()
+	s.doc = doc
+	s.mu.Unlock()
+}
+
+// SetDown makes the server answer 503 (true) or the document (false).
+func (s *JWKSServer) SetDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+}
+
+// SetCacheControl sets the Cache-Control of the answers ("" none).
+func (s *JWKSServer) SetCacheControl(v string) {
+	s.mu.Lock()
+	s.cacheControl = v
+	s.mu.Unlock()
+}
+
+// Fetches is the number of requests for the set so far.
+func (s *JWKSServer) Fetches() int64 { return s.fetches.Load() }
+
+// Claims are the claims of a token valid at now for 10 minutes, from
+// issuer iss to audience aud, for subject sub.
+func Claims(now time.Time, iss, aud, sub string) map[string]any {
+	return map[string]any{"iss": iss, "aud": aud, "sub": sub, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(10 * time.Minute).Unix()}
 }
