@@ -14,7 +14,7 @@ import (
 )
 
 // Edge authentication on routes (README "Edge authentication"): api_keys,
-// basic_auth and forward_auth blocks. The credential files are read at
+// basic_auth, jwt (jwt.go) and forward_auth blocks. The credential files are read at
 // every load (validate, startup, reload): a reload that changes or removes
 // a key or a user applies at once, and one whose file cannot be read or
 // parsed fails at the file attribute, keeping the running configuration.
@@ -98,6 +98,9 @@ func buildRouteAuth(b blk, r *rawRoute, rt *Route) {
 	}
 	if a := one(r.BasicAuths, b.path, "basic_auth", b.diags); a != nil {
 		rt.BasicAuth = buildBasicAuth(b.child("basic_auth", a.DefRange), a)
+	}
+	if a := one(r.JWTs, b.path, "jwt", b.diags); a != nil {
+		rt.JWT = buildJWT(b.child("jwt", a.DefRange), a, rt) // jwt.go
 	}
 	if a := one(r.ForwardAuths, b.path, "forward_auth", b.diags); a != nil {
 		rt.ForwardAuth = buildForwardAuth(b.child("forward_auth", a.DefRange), a)
