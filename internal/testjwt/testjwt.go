@@ -16,6 +16,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -179,7 +181,9 @@ type JWKSServer struct {
 // NewJWKSServer serves doc until the test ends.
 func NewJWKSServer(t testing.TB, doc []byte) *JWKSServer {
 	s := &JWKSServer{doc: doc}
-	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes refused by tests that distrust it
+	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	return s
 }
