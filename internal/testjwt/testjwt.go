@@ -252,3 +252,10 @@ func (s *JWKSServer) Fetches() int64 { return s.fetches.Load() }
 func Claims(now time.Time, iss, aud, sub string) map[string]any {
 	return map[string]any{"iss": iss, "aud": aud, "sub": sub, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(10 * time.Minute).Unix()}
 }
+
+// JWKPrivateJSON is s's private key as a JWK (with "d"): what a key set
+// must never hold.
+func (s *Signer) JWKPrivateJSON() (string, error) {
+	b, err := json.Marshal(jose.JSONWebKey{Key: s.Private, KeyID: s.Kid, Algorithm: s.Alg, Use: "sig"})
+	return string(b), err
+}
