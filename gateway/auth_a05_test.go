@@ -39,9 +39,9 @@ func a05Upstream(t *testing.T, backend *headerLog, srv *testjwt.JWKSServer, clk 
 // a05Answer is what the client got: status, x-impulse-error and
 // WWW-Authenticate.
 type a05Answer struct {
-	status              int
-	reason, challenge   string
-	transportFailureErr error
+	status            int
+	reason, challenge string
+	err               error
 }
 
 func a05Do(h *harness, path string, hdr http.Header) a05Answer {
@@ -52,7 +52,7 @@ func a05Do(h *harness, path string, hdr http.Header) a05Answer {
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return a05Answer{transportFailureErr: err}
+		return a05Answer{err: err}
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
@@ -135,8 +135,8 @@ func TestA05JWT(t *testing.T) {
 		oks := 0
 		for _, c := range cases {
 			got := a05Do(h, c.path, c.hdr)
-			if got.transportFailureErr != nil {
-				t.Fatalf("%s: %v", c.name, got.transportFailureErr)
+			if got.err != nil {
+				t.Fatalf("%s: %v", c.name, got.err)
 			}
 			if got.status != c.status || got.reason != c.reason || !strings.Contains(got.challenge, c.challenge) || (c.challenge == "") != (got.challenge == "") {
 				t.Errorf("%s: %d %q %q, want %d %q %q", c.name, got.status, got.reason, got.challenge, c.status, c.reason, c.challenge)
@@ -209,8 +209,8 @@ func TestA05JWKSOutageAndRotation(t *testing.T) {
 		expect := func(what string, hdr http.Header, status int, reason string) {
 			t.Helper()
 			got := a05Do(h, "/jwt/x", hdr)
-			if got.transportFailureErr != nil || got.status != status || got.reason != reason {
-				t.Fatalf("%s: %d %q %v, want %d %q", what, got.status, got.reason, got.transportFailureErr, status, reason)
+			if got.err != nil || got.status != status || got.reason != reason {
+				t.Fatalf("%s: %d %q %v, want %d %q", what, got.status, got.reason, got.err, status, reason)
 			}
 		}
 		fetches := func(what string, n int64) {
@@ -275,5 +275,35 @@ func TestA05JWKSOutageAndRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect("k1, a set from a server the new CA does not sign", sign(k1), 503, "auth_unavailable")
+	})
+}
+
+// TestA05NoTokenInTraces: the spans of requests with valid and refused
+// bearer tokens (every attribute, event and status) hold no token, over
+// every ingress.
+func TestA05NoTokenInTraces(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		clk := testjwt.NewClock(time.Now())
+		es := testjwt.ES256("es-1")
+		srv := testjwt.NewJWKSServer(t, testjwt.JWKS(es))
+		tp, exp := newTestTracing(t)
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{a05Upstream(t, &headerLog{}, srv, clk)}, TracerProvider: tp}, ListenerConfig{}, proto)
+		good := testjwt.Claims(clk.Now(), a05Issuer, a05Audience, "alice")
+		tokens := []string{es.Sign(good), testjwt.ES256("other").Sign(good), es.HS256WithPublicKey(good)}
+		for i, tok := range tokens {
+			if got := a05Do(h, "/jwt/a", bearerOf(tok)); got.status != map[bool]int{true: 200, false: 401}[i == 0] {
+				t.Fatalf("token %d: %d %v", i, got.status, got.err)
+			}
+		}
+		var dump strings.Builder
+		eventually(t, 10*time.Second, func() bool { return len(exp.GetSpans()) >= len(tokens) }, "spans")
+		for _, s := range exp.GetSpans() {
+			fmt.Fprintf(&dump, "%s %v %v %v %v\n", s.Name, s.Attributes, s.Events, s.Status, s.Links)
+		}
+		for _, tok := range tokens {
+			if strings.Contains(dump.String(), tok[strings.LastIndex(tok, ".")+1:]) {
+				t.Errorf("a token is in the traces:\n%s", dump.String())
+			}
+		}
 	})
 }
