@@ -10,6 +10,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
+	"github.com/impulse-agent/impulse-agent/internal/jwks"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 	"github.com/impulse-agent/impulse-agent/internal/testjwt"
@@ -306,4 +307,28 @@ func TestA05NoTokenInTraces(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkHandlerJWT is BenchmarkHandler on a route with a jwt block (a
+// jwks_file set, sub forwarded as X-User) and a token seen before: what
+// authentication adds to a request once its token is verified.
+func BenchmarkHandlerJWT(b *testing.B) {
+	es := testjwt.ES256("k")
+	set, err := jwks.Parse(testjwt.JWKS(es), jwks.DefaultAlgorithms)
+	if err != nil {
+		b.Fatal(err)
+	}
+	uc := memUpstream(2)
+	uc.Routes[0].Auth = auth.Config{JWT: &auth.JWTConfig{Issuer: a05Issuer, Audiences: []string{a05Audience}, Keys: set,
+		ForwardClaims: map[string]string{"sub": "X-User"}, ClockSkew: auth.DefaultClockSkew, Realm: "impulse-agent"}}
+	_, h := benchGateway(b, Config{Upstreams: []UpstreamConfig{uc}})
+	authz := []string{"Bearer " + es.Sign(testjwt.Claims(time.Now(), a05Issuer, a05Audience, "alice"))}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := benchRequest()
+		r.Header["Authorization"] = authz
+		r = r.WithContext(b.Context())
+		w := &discardWriter{h: http.Header{}}
+		h.ServeHTTP(w, r)
+	}
 }
