@@ -194,16 +194,24 @@ func isReservedKeyHeader(h string) bool {
 }
 
 func buildBasicAuth(b blk, r *rawBasicAuth) *BasicAuth {
-	ba := &BasicAuth{Realm: DefaultBasicRealm}
-	if realm, ok := b.strOK(r.Realm, DefaultBasicRealm); ok {
-		if realm == "" || strings.ContainsFunc(realm, func(c rune) bool { return c < ' ' || c == 0x7f || c == '"' || c == '\\' || c > 0x7e }) {
-			b.errorf(r.Realm, "", "Invalid realm", "must be non-empty printable ASCII without quotes or backslashes.")
-		} else {
-			ba.Realm = realm
-		}
-	}
+	ba := &BasicAuth{Realm: b.realm(r.Realm)}
 	ba.UsersFile, ba.Users = credentialFile(b, r.UsersFile, "users_file", credfile.ParseUsers)
 	return ba
+}
+
+// realm is a realm attribute of basic_auth or jwt (DefaultBasicRealm when
+// absent or invalid): non-empty printable ASCII without quotes or
+// backslashes, so that it is a quoted-string in WWW-Authenticate as is.
+func (b blk) realm(a *hcl2.Attribute) string {
+	realm, ok := b.strOK(a, DefaultBasicRealm)
+	if !ok {
+		return DefaultBasicRealm
+	}
+	if realm == "" || strings.ContainsFunc(realm, func(c rune) bool { return c < ' ' || c == 0x7f || c == '"' || c == '\\' || c > 0x7e }) {
+		b.errorf(a, "", "Invalid realm", "must be non-empty printable ASCII without quotes or backslashes.")
+		return DefaultBasicRealm
+	}
+	return realm
 }
 
 func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {

@@ -111,13 +111,7 @@ func buildJWT(b blk, r *rawJWT, rt *Route) *JWT {
 	}
 	j.ForwardClaims = b.forwardClaims(r.ForwardClaims)
 	j.ClockSkew = b.duration(r.ClockSkew, DefaultJWTClockSkew, 0, MaxJWTClockSkew)
-	if realm, ok := b.strOK(r.Realm, DefaultBasicRealm); ok {
-		if realm == "" || strings.ContainsFunc(realm, func(c rune) bool { return c < ' ' || c == 0x7f || c == '"' || c == '\\' || c > 0x7e }) {
-			b.errorf(r.Realm, "", "Invalid realm", "must be non-empty printable ASCII without quotes or backslashes.")
-		} else {
-			j.Realm = realm
-		}
-	}
+	j.Realm = b.realm(r.Realm)
 	b.jwtKeys(r, j)
 	return j
 }

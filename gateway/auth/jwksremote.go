@@ -32,7 +32,7 @@ const (
 	// JWKSMinRefresh and JWKSMaxRefresh). Identity providers publish a new
 	// key well before they sign with it, and a kid the set lacks is
 	// refetched at once, so the interval bounds how long a key the provider
-	// withdrew keeps verifying: minutes, as Envoy's (10 min) and Caddy's.
+	// withdrew keeps verifying: minutes (Envoy's remote_jwks: 10 min).
 	JWKSRefresh = 5 * time.Minute
 	// JWKSMinRefresh and JWKSMaxRefresh bound a max-age: "max-age=0" or
 	// "no-store" would refetch on every request, and a day-long max-age

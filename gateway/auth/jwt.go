@@ -25,12 +25,17 @@ import (
 // token in Authorization (RFC 6750 §2.1; the scheme case-insensitive),
 // a compact JWS whose "alg" is one of the configured algorithms (never
 // "none", never HMAC: internal/jwks), signed by a key of the route's key
-// set picked by "kid", with "exp" (required: RFC 8725 §3.10 asks for
-// short-lived tokens, and a token without it would be good forever),
-// "nbf" and "iat" checked with the clock skew, "iss" equal to the issuer
-// and "aud" naming one of the audiences (RFC 7519 §4.1.1, §4.1.3). Claims
-// are read with go-jose's JSON decoder: member names match exactly and a
-// duplicate member refuses the token (RFC 7519 §4).
+// set picked by "kid" (RFC 7515 §4.1.4), with "exp" required (RFC 7519
+// §4.1.4 makes it optional and Envoy accepts a token without it; RFC 9068
+// §2.2 requires it of access tokens, and a leaked token without it would
+// be good forever), "nbf" and "iat" checked with the clock skew (RFC 7519
+// §4.1.5, §4.1.6; a token issued in the future is refused), "iss" equal
+// to the issuer (RFC 8725 §3.8) and "aud" naming one of the audiences
+// (RFC 7519 §4.1.3, RFC 8725 §3.9). Claims are read with go-jose's JSON
+// decoder: member names match exactly (no "EXP" for "exp") and a
+// duplicate member refuses the token (RFC 7519 §4 allows either that or
+// the last one). An unknown "crit" header parameter refuses it (RFC 7515
+// §4.1.11).
 //
 // Verified tokens are remembered (VerifiedMax per route, until their exp)
 // under their SHA-256, with the key set that verified them: a client's
