@@ -75,8 +75,8 @@ type RemoteKeys struct {
 	refreshAt time.Time     // when a request starts the next fetch
 	lastStart time.Time     // when the last fetch started
 	inflight  chan struct{} // closed when the running fetch ends; nil: none
-	fetches   int
-	lastErr   error
+	fetches   int           // started so far
+	lastErr   error         // of the last fetch
 }
 
 // NewRemoteKeys makes the key set of c.JWKSURL (an https URL; c.JWKSRoots
@@ -146,13 +146,6 @@ func (r *RemoteKeys) Same(c JWTConfig) bool {
 func (r *RemoteKeys) Close() {
 	r.cancel()
 	r.tr.CloseIdleConnections()
-}
-
-// Fetches is the number of fetches started so far (tests, status).
-func (r *RemoteKeys) Fetches() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fetches
 }
 
 // current is the set to verify with: the last good one while it is less

@@ -37,10 +37,7 @@ import (
 // the last one). An unknown "crit" header parameter refuses it (RFC 7515
 // §4.1.11).
 //
-// Verified tokens are remembered (VerifiedMax per route, until their exp)
-// under their SHA-256, with the key set that verified them: a client's
-// next request costs a hash instead of a signature check, and a new key
-// set (a rotation, a withdrawn key) drops them.
+// Verified tokens are remembered (jwtcache.go).
 
 // JWT bounds and defaults.
 const (
@@ -153,15 +150,6 @@ type jwtAuth struct {
 
 	mu       sync.Mutex
 	verified map[[sha256.Size]byte]verifiedToken
-}
-
-// verifiedToken is a remembered verification: the set that verified it,
-// its exp, sub and the values of the forwarded claims.
-type verifiedToken struct {
-	set     *jwks.Set
-	exp     time.Time
-	subject string
-	values  []string
 }
 
 func newJWT(c JWTConfig, remote *RemoteKeys) *jwtAuth {
@@ -364,38 +352,4 @@ func (a *jwtAuth) apply(h http.Header, values []string) {
 	for i, fc := range a.claims {
 		h[fc.field] = []string{values[i]}
 	}
-}
-
-func (a *jwtAuth) cached(key [sha256.Size]byte, set *jwks.Set) (verifiedToken, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	vt, ok := a.verified[key]
-	return vt, ok && vt.set == set
-}
-
-func (a *jwtAuth) forget(key [sha256.Size]byte) {
-	a.mu.Lock()
-	delete(a.verified, key)
-	a.mu.Unlock()
-}
-
-// remember caches a verification until its exp; when the cache is full,
-// expired entries go first, then arbitrary ones (basic's remember).
-func (a *jwtAuth) remember(key [sha256.Size]byte, vt verifiedToken, now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.verified) >= VerifiedMax {
-		for k, v := range a.verified {
-			if now.After(v.exp.Add(a.skew)) {
-				delete(a.verified, k)
-			}
-		}
-		for k := range a.verified {
-			if len(a.verified) < VerifiedMax {
-				break
-			}
-			delete(a.verified, k)
-		}
-	}
-	a.verified[key] = vt
 }
