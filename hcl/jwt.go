@@ -167,7 +167,11 @@ func (b blk) jwtKeys(r *rawJWT, j *JWT) {
 		b.errorf(r.JWKSFile, "", "Unreadable file", "cannot read %q: %v.", path, unwrapPathError(err))
 		return
 	}
-	set, err := jwks.Parse(data, j.Algorithms)
+	algs := j.Algorithms
+	if len(algs) == 0 { // algorithms is in error: no second error for the keys
+		algs = jwks.Algorithms
+	}
+	set, err := jwks.Parse(data, algs)
 	switch {
 	case err != nil:
 		b.errorf(r.JWKSFile, "", "Invalid jwks_file", "%q: %v.", path, err)
