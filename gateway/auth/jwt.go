@@ -47,6 +47,8 @@ const (
 	// DefaultClockSkew is the leeway of exp, nbf and iat: 30 s, for clocks
 	// that are NTP-synchronized but not exactly.
 	DefaultClockSkew = 30 * time.Second
+	// DefaultRealm is the realm of a JWTConfig without one.
+	DefaultRealm = "impulse-agent"
 )
 
 // JWTConfig is a route's jwt block.
@@ -72,7 +74,8 @@ type JWTConfig struct {
 	ForwardClaims map[string]string
 	// ClockSkew is the leeway of exp, nbf and iat (≥ 0).
 	ClockSkew time.Duration
-	// Realm is sent in WWW-Authenticate (RFC 6750 §3).
+	// Realm is sent in WWW-Authenticate (RFC 6750 §3; "": DefaultRealm);
+	// printable ASCII without quotes or backslashes.
 	Realm string
 	// Now is the clock (nil: time.Now); for tests of expiry and refresh.
 	Now func() time.Time
@@ -162,6 +165,9 @@ func newJWT(c JWTConfig, remote *RemoteKeys) *jwtAuth {
 		a.claims = append(a.claims, forwardClaim{claim, textproto.CanonicalMIMEHeaderKey(field)})
 	}
 	slices.SortFunc(a.claims, func(x, y forwardClaim) int { return strings.Compare(x.claim, y.claim) })
+	if c.Realm == "" {
+		c.Realm = DefaultRealm
+	}
 	realm := "Bearer realm=" + strconv.Quote(c.Realm)
 	a.missing = realm
 	for p := jwtSeveral; p < jwtProblems; p++ {
