@@ -52,7 +52,7 @@ func TestTestOnlyPackages(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, p := range []string{"internal/testbackend", "internal/testpki", "internal/testtool"} {
+		for _, p := range []string{"internal/testbackend", "internal/testpki", "internal/testtool", "internal/testjwt"} {
 			if dep == mod+p {
 				t.Errorf("the binary links %s, a test-only package", dep)
 			}

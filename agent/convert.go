@@ -278,8 +278,9 @@ func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []
 	return out, skipped
 }
 
-// routeAuth converts a route's api_keys, basic_auth and forward_auth
-// blocks (the credentials were read and parsed by hcl at load).
+// routeAuth converts a route's api_keys, basic_auth, jwt and forward_auth
+// blocks (the credentials, a jwks_file's keys and a jwks_ca_file's CAs
+// were read and parsed by hcl at load).
 func routeAuth(r hcl.Route) auth.Config {
 	var c auth.Config
 	if k := r.APIKeys; k != nil {
@@ -287,6 +288,10 @@ func routeAuth(r hcl.Route) auth.Config {
 	}
 	if b := r.BasicAuth; b != nil {
 		c.Basic = &auth.BasicConfig{Realm: b.Realm, Users: b.Users}
+	}
+	if j := r.JWT; j != nil {
+		c.JWT = &auth.JWTConfig{Issuer: j.Issuer, Audiences: j.Audiences, Algorithms: j.Algorithms, Keys: j.JWKS,
+			JWKSURL: j.JWKSURL, JWKSRoots: j.JWKSRoots, ForwardClaims: j.ForwardClaims, ClockSkew: j.ClockSkew, Realm: j.Realm}
 	}
 	if f := r.ForwardAuth; f != nil {
 		c.Forward = &auth.ForwardConfig{Address: f.Address, CopyRequestHeaders: f.CopyRequestHeaders,

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/x509"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/hcl"
+	"github.com/impulse-agent/impulse-agent/internal/jwks"
+	"github.com/impulse-agent/impulse-agent/internal/testjwt"
 )
 
 // TestDiscoveryConfigResyncGrace: consul.resync_grace = "0s" turns the hold
@@ -200,5 +203,23 @@ func TestQueryKey(t *testing.T) {
 		if got, want := queryKey(&u), query(&u).Key(); got != want {
 			t.Errorf("queryKey(%+v) = %q, Key %q", u, got, want)
 		}
+	}
+}
+
+// TestRouteAuthJWT: a route's jwt block reaches the gateway with every
+// value hcl read: the jwks_file's keys, the jwks_ca_file's CAs, the
+// forwarded claims and the defaults.
+func TestRouteAuthJWT(t *testing.T) {
+	set, _ := jwks.Parse(testjwt.JWKS(testjwt.ES256("k")), jwks.DefaultAlgorithms)
+	pool := x509.NewCertPool()
+	c := routeAuth(hcl.Route{JWT: &hcl.JWT{Issuer: "i", Audiences: []string{"a"}, JWKSURL: "https://h/k", JWKSRoots: pool,
+		Algorithms: []string{"ES256"}, ForwardClaims: map[string]string{"sub": "X-User"}, ClockSkew: time.Second, Realm: "r"}})
+	j := c.JWT
+	if j == nil || j.Issuer != "i" || !slices.Equal(j.Audiences, []string{"a"}) || j.JWKSURL != "https://h/k" || j.JWKSRoots != pool ||
+		!slices.Equal(j.Algorithms, []string{"ES256"}) || j.ForwardClaims["sub"] != "X-User" || j.ClockSkew != time.Second || j.Realm != "r" || j.Keys != nil {
+		t.Errorf("jwt = %+v", j)
+	}
+	if c := routeAuth(hcl.Route{JWT: &hcl.JWT{Issuer: "i", JWKS: set}}); c.JWT.Keys != set || c.JWT.JWKSURL != "" {
+		t.Errorf("jwks_file: %+v", c.JWT)
 	}
 }

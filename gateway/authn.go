@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
@@ -40,36 +42,67 @@ func (p authPolicies) forwards() map[*auth.Forward]bool {
 	return out
 }
 
+// keys are the RemoteKeys the policies use, once each.
+func (p authPolicies) keys() map[*auth.RemoteKeys]bool {
+	out := map[*auth.RemoteKeys]bool{}
+	for _, pol := range p {
+		if k := pol.Keys(); k != nil {
+			out[k] = true
+		}
+	}
+	return out
+}
+
 // buildAuthPolicies compiles the routes' Auth of ups for the next table,
 // keeping old's Forward (and its connections) where a forward_auth block
-// is unchanged. On error the Forwards it made are closed.
-func buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (authPolicies, error) {
+// is unchanged, and old's RemoteKeys (its key set) where a jwt block
+// fetches the same jwks_url the same way; routes of this table naming the
+// same set share one. On error what it made is closed.
+func (g *Gateway) buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (authPolicies, error) {
 	var out authPolicies
-	kept := old.forwards()
-	var made []*auth.Forward
+	keptF, keptK := old.forwards(), old.keys()
+	var madeF []*auth.Forward
+	var madeK []*auth.RemoteKeys
+	closeMade := func() {
+		for _, f := range madeF {
+			f.Close()
+		}
+		for _, k := range madeK {
+			k.Close()
+		}
+	}
 	for _, uc := range ups {
 		for i, rc := range uc.Routes {
 			if rc.Auth.Empty() {
 				continue
 			}
-			var fw *auth.Forward
+			sh := auth.Shared{OnFetch: g.logJWKSFetch}
 			if rc.Auth.Forward != nil {
-				for f := range kept {
+				for f := range keptF {
 					if f.Same(*rc.Auth.Forward) {
-						fw = f
+						sh.Forward = f
 						break
 					}
 				}
 			}
-			p, err := auth.New(rc.Auth, fw)
-			if err != nil {
-				for _, f := range made {
-					f.Close()
+			if j := rc.Auth.JWT; j != nil && j.JWKSURL != "" {
+				for _, k := range append(slices.Collect(maps.Keys(keptK)), madeK...) {
+					if k.Same(*j) {
+						sh.Keys = k
+						break
+					}
 				}
+			}
+			p, err := auth.New(rc.Auth, sh)
+			if err != nil {
+				closeMade()
 				return nil, err
 			}
-			if f := p.Forward(); f != nil && f != fw {
-				made = append(made, f)
+			if f := p.Forward(); f != nil && f != sh.Forward {
+				madeF = append(madeF, f)
+			}
+			if k := p.Keys(); k != nil && k != sh.Keys {
+				madeK = append(madeK, k)
 			}
 			if out == nil {
 				out = authPolicies{}
@@ -80,13 +113,29 @@ func buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (authPolicies, er
 	return out, nil
 }
 
-// closeRetiredForwards closes the Forwards of old that next no longer
-// uses.
+// logJWKSFetch logs a failed fetch of a jwt block's key set (warning: the
+// last good set keeps verifying, auth.JWKSStaleAfter at most) and the
+// first success after failures is not worth a line: impulse_auth's
+// unavailable count says when tokens were refused for want of a set.
+func (g *Gateway) logJWKSFetch(url string, err error) {
+	if err != nil {
+		g.log.Warn("jwt: fetching the key set failed; the last good set is kept", "jwks_url", url, "error", err.Error(),
+			"stale_after", auth.JWKSStaleAfter.String())
+	}
+}
+
+// closeRetiredForwards closes the Forwards and RemoteKeys of old that next
+// no longer uses.
 func closeRetiredForwards(old, next authPolicies) {
-	keep := next.forwards()
+	keepF, keepK := next.forwards(), next.keys()
 	for f := range old.forwards() {
-		if !keep[f] {
+		if !keepF[f] {
 			f.Close()
+		}
+	}
+	for k := range old.keys() {
+		if !keepK[k] {
+			k.Close()
 		}
 	}
 }
@@ -95,11 +144,13 @@ func closeRetiredForwards(old, next authPolicies) {
 // path is the normalized path the route matched (normalizeTarget), which
 // forward auth describes with the query. A refusal is answered here: 401
 // auth_required (no credentials) or auth_invalid (wrong ones), with
-// WWW-Authenticate for basic_auth; 429 auth_busy with Retry-After: 1 when
+// WWW-Authenticate for basic_auth and jwt; 403 auth_forbidden for a valid
+// token without a claim to forward (WWW-Authenticate with
+// insufficient_scope); 429 auth_busy with Retry-After: 1 when
 // a password would need a bcrypt slot and none is free; the auth
 // service's own answer, as sent, when forward auth refused (a gRPC call
 // gets its gRPC status instead: grpcOfDenial); 503 auth_unavailable when
-// it could not be asked; nothing (499) when the client left meanwhile. A
+// it could not be asked, or jwt had no usable key set; nothing (499) when the client left meanwhile. A
 // request refused never reaches a backend nor spends a rate-limit token.
 func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream], path string) bool {
 	if len(tbl.auth) == 0 {
@@ -137,12 +188,15 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 		w.Header()["Retry-After"] = retryAfterOne
 		rec.finish(w, up, nil, answer.AuthBusy)
 	default:
-		if c := p.Challenge(last.Method); c != "" {
-			w.Header()["Www-Authenticate"] = []string{c}
+		if d.Challenge != "" {
+			w.Header()["Www-Authenticate"] = []string{d.Challenge}
 		}
 		a := answer.AuthInvalid
-		if last.Result == auth.ResultMissing {
+		switch last.Result {
+		case auth.ResultMissing:
 			a = answer.AuthRequired
+		case auth.ResultForbidden:
+			a = answer.AuthForbidden
 		}
 		rec.finish(w, up, nil, a)
 	}
@@ -152,8 +206,8 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 // authFields are the access log's auth values, built once.
 var authFields = func() map[auth.Step]string {
 	m := map[auth.Step]string{}
-	for _, method := range []string{auth.MethodAPIKey, auth.MethodBasic, auth.MethodForward} {
-		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
+	for _, method := range []string{auth.MethodAPIKey, auth.MethodBasic, auth.MethodJWT, auth.MethodForward} {
+		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultForbidden, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
 			m[auth.Step{Method: method, Result: res}] = method + ":" + res
 		}
 	}

@@ -221,7 +221,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
-	if next.auth, err = buildAuthPolicies(old.auth, ups); err != nil {
+	if next.auth, err = g.buildAuthPolicies(old.auth, ups); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	for i := range configs {

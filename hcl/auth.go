@@ -14,7 +14,7 @@ import (
 )
 
 // Edge authentication on routes (README "Edge authentication"): api_keys,
-// basic_auth and forward_auth blocks. The credential files are read at
+// basic_auth, jwt (jwt.go) and forward_auth blocks. The credential files are read at
 // every load (validate, startup, reload): a reload that changes or removes
 // a key or a user applies at once, and one whose file cannot be read or
 // parsed fails at the file attribute, keeping the running configuration.
@@ -98,6 +98,9 @@ func buildRouteAuth(b blk, r *rawRoute, rt *Route) {
 	}
 	if a := one(r.BasicAuths, b.path, "basic_auth", b.diags); a != nil {
 		rt.BasicAuth = buildBasicAuth(b.child("basic_auth", a.DefRange), a)
+	}
+	if a := one(r.JWTs, b.path, "jwt", b.diags); a != nil {
+		rt.JWT = buildJWT(b.child("jwt", a.DefRange), a, rt) // jwt.go
 	}
 	if a := one(r.ForwardAuths, b.path, "forward_auth", b.diags); a != nil {
 		rt.ForwardAuth = buildForwardAuth(b.child("forward_auth", a.DefRange), a)
@@ -191,16 +194,24 @@ func isReservedKeyHeader(h string) bool {
 }
 
 func buildBasicAuth(b blk, r *rawBasicAuth) *BasicAuth {
-	ba := &BasicAuth{Realm: DefaultBasicRealm}
-	if realm, ok := b.strOK(r.Realm, DefaultBasicRealm); ok {
-		if realm == "" || strings.ContainsFunc(realm, func(c rune) bool { return c < ' ' || c == 0x7f || c == '"' || c == '\\' || c > 0x7e }) {
-			b.errorf(r.Realm, "", "Invalid realm", "must be non-empty printable ASCII without quotes or backslashes.")
-		} else {
-			ba.Realm = realm
-		}
-	}
+	ba := &BasicAuth{Realm: b.realm(r.Realm)}
 	ba.UsersFile, ba.Users = credentialFile(b, r.UsersFile, "users_file", credfile.ParseUsers)
 	return ba
+}
+
+// realm is a realm attribute of basic_auth or jwt (DefaultBasicRealm when
+// absent or invalid): non-empty printable ASCII without quotes or
+// backslashes, so that it is a quoted-string in WWW-Authenticate as is.
+func (b blk) realm(a *hcl2.Attribute) string {
+	realm, ok := b.strOK(a, DefaultBasicRealm)
+	if !ok {
+		return DefaultBasicRealm
+	}
+	if realm == "" || strings.ContainsFunc(realm, func(c rune) bool { return c < ' ' || c == 0x7f || c == '"' || c == '\\' || c > 0x7e }) {
+		b.errorf(a, "", "Invalid realm", "must be non-empty printable ASCII without quotes or backslashes.")
+		return DefaultBasicRealm
+	}
+	return realm
 }
 
 func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {

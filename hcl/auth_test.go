@@ -151,4 +151,9 @@ func TestFullExampleAuth(t *testing.T) {
 	if f := rt.ForwardAuth; f == nil || f.Timeout != DefaultForwardAuthTimeout || len(f.CopyRequestHeaders) != 0 || len(f.CopyResponseHeaders) != 0 {
 		t.Errorf("forward_auth = %+v", rt.ForwardAuth)
 	}
+	j := cfg.Upstreams[1].Routes[1].JWT
+	if j == nil || j.JWKS == nil || j.JWKS.Len() != 1 || j.ClockSkew != DefaultJWTClockSkew || j.Realm != DefaultBasicRealm ||
+		len(j.Algorithms) != 2 || len(j.ForwardClaims) != 0 || j.Issuer != "https://id.example.com" {
+		t.Errorf("jwt = %+v", j)
+	}
 }

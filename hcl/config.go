@@ -399,10 +399,11 @@ type Route struct {
 	// extended CONNECT's :protocol), lower-cased; DefaultUpgrades when
 	// absent, empty (never nil) when set to [] (every upgrade refused).
 	Upgrades []string
-	// APIKeys, BasicAuth and ForwardAuth are the route's edge
-	// authentication (auth.go; nil: none).
+	// APIKeys, BasicAuth, JWT and ForwardAuth are the route's edge
+	// authentication (auth.go, jwt.go; nil: none).
 	APIKeys     *APIKeys
 	BasicAuth   *BasicAuth
+	JWT         *JWT
 	ForwardAuth *ForwardAuth
 	// IPAllow and IPDeny are CIDR prefixes applied to the client address
 	// after routing (403 ip_denied; deny wins; an empty allow list allows

@@ -215,6 +215,7 @@ type rawRoute struct {
 
 	APIKeyss     []*rawAPIKeys     `hcl:"api_keys,block"`     // auth.go
 	BasicAuths   []*rawBasicAuth   `hcl:"basic_auth,block"`   // auth.go
+	JWTs         []*rawJWT         `hcl:"jwt,block"`          // jwt.go
 	ForwardAuths []*rawForwardAuth `hcl:"forward_auth,block"` // auth.go
 	IPAllow      *hcl2.Attribute   `hcl:"ip_allow,optional"`  // clientaddr.go
 	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`

@@ -104,6 +104,9 @@ var (
 	AuthRequired         = Answer{401, "auth_required", GRPCUnauthenticated, false, Response}
 	AuthInvalid          = Answer{401, "auth_invalid", GRPCUnauthenticated, false, Response}
 	AuthUnavailable      = Answer{503, "auth_unavailable", GRPCUnavailable, false, Response}
+	// AuthForbidden: a route's jwt verified the token, which lacks a claim
+	// the route forwards (RFC 6750 §3.1 insufficient_scope).
+	AuthForbidden = Answer{403, "auth_forbidden", GRPCPermissionDenied, false, Response}
 	// AuthBusy: basic_auth would compare a password with bcrypt and every
 	// slot of the gateway is taken (auth.BcryptSlots); with Retry-After.
 	AuthBusy = Answer{429, "auth_busy", GRPCResourceExhausted, false, Response}
@@ -119,7 +122,7 @@ var All = []Answer{
 	RateLimited, BodyTooLarge, ClientBodyTimeout, Pending, NoBackend, Overloaded,
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
-	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthUnavailable, AuthBusy,
+	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthForbidden, AuthUnavailable, AuthBusy,
 	IPDenied,
 }
 

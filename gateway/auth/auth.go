@@ -1,7 +1,8 @@
 // Package auth holds the edge authentication policies of a route (README
 // "Edge authentication"): API keys in a header, HTTP Basic with bcrypt
-// hashes (RFC 7617) and forward auth (an HTTP service asked first, as
-// Traefik's ForwardAuth). Each policy is a small type whose decision is a
+// hashes (RFC 7617), JWT bearer tokens (RFC 7519, RFC 6750) verified with
+// a key set (jwt.go, jwksremote.go) and forward auth (an HTTP service
+// asked first, as Traefik's ForwardAuth). Each policy is a small type whose decision is a
 // function of the request and its configuration (forward auth's of the
 // auth service's answer); the pipeline (package gateway) answers and
 // records. Nothing here logs, and no decision, error or String method
@@ -10,6 +11,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 const (
 	MethodAPIKey  = "api_key"
 	MethodBasic   = "basic"
+	MethodJWT     = "jwt"
 	MethodForward = "forward"
 )
 
@@ -32,14 +35,19 @@ const (
 	ResultOK = "ok"
 	// ResultMissing: the request carried no credentials for the method.
 	ResultMissing = "missing"
-	// ResultDenied: wrong or malformed credentials (forward auth: the
-	// service answered something other than 2xx).
+	// ResultDenied: wrong or malformed credentials (jwt: a token that is
+	// not valid; forward auth: the service answered something other than
+	// 2xx).
 	ResultDenied = "denied"
+	// ResultForbidden: jwt only: a valid token without a claim the route
+	// forwards (403 insufficient_scope, RFC 6750 §3.1).
+	ResultForbidden = "forbidden"
 	// ResultUnavailable: forward auth could not get an answer (connection
-	// failure, timeout, an answer too large).
+	// failure, timeout, an answer too large); jwt had no usable key set
+	// (never fetched, or last fetched over JWKSStaleAfter ago).
 	ResultUnavailable = "unavailable"
-	// ResultCanceled: the client went away while forward auth was asked
-	// or a password was compared.
+	// ResultCanceled: the client went away while forward auth was asked,
+	// a password was compared or a key set was fetched.
 	ResultCanceled = "canceled"
 	// ResultBusy: basic_auth had to compare a password with bcrypt and
 	// every slot of the process was taken (bcrypt.go): nothing was
@@ -48,17 +56,22 @@ const (
 )
 
 // Config is a route's authentication: every block set must pass, in the
-// order api_keys, basic_auth, forward_auth (local checks before the
-// remote one); the first that refuses answers. The zero value is no
-// authentication.
+// order api_keys, basic_auth, jwt, forward_auth (the local checks before
+// the remote one; jwt after the cheaper ones, and it may wait for a key
+// set fetch); the first that refuses answers. Basic and JWT both read
+// Authorization, so a route has at most one of them (New refuses both).
+// The zero value is no authentication.
 type Config struct {
 	APIKeys *APIKeysConfig
 	Basic   *BasicConfig
+	JWT     *JWTConfig
 	Forward *ForwardConfig
 }
 
 // Empty reports whether c asks for no authentication.
-func (c Config) Empty() bool { return c.APIKeys == nil && c.Basic == nil && c.Forward == nil }
+func (c Config) Empty() bool {
+	return c.APIKeys == nil && c.Basic == nil && c.JWT == nil && c.Forward == nil
+}
 
 // APIKeysConfig is a route's api_keys block: the request field that
 // carries the key (Header, canonicalised) and the keys (credfile.ParseKeys;
@@ -98,13 +111,18 @@ type Step struct {
 
 // Decision is a route's verdict on a request: Steps are the methods asked,
 // in order (the last one decided); Subject names who was let in (a basic
-// user, a named API key; "" otherwise). Denial is the auth service's
-// answer to relay when forward auth refused (nil otherwise).
+// user, a named API key, a token's "sub"; "" otherwise). Denial is the
+// auth service's answer to relay when forward auth refused (nil
+// otherwise). Challenge is the WWW-Authenticate value of a 401 or 403
+// refusal by basic_auth or jwt ("" otherwise: an API key in a header has
+// no registered scheme, RFC 9110 §11.6.1 notwithstanding; README "Edge
+// authentication").
 type Decision struct {
-	Steps   [3]Step
-	N       int
-	Subject string
-	Denial  *Denial
+	Steps     [4]Step
+	N         int
+	Subject   string
+	Denial    *Denial
+	Challenge string
 }
 
 // Last is the deciding step.
@@ -119,17 +137,30 @@ func (d *Decision) add(method, result string) {
 }
 
 // Policy is a route's compiled Config. Use New, then Authenticate per
-// request; Close when the route is gone (forward auth's connections).
+// request; the caller closes its Forward and RemoteKeys when no policy
+// uses them any more.
 type Policy struct {
 	apiKeys *apiKeys
 	basic   *basic
+	jwt     *jwtAuth
 	forward *Forward
 }
 
-// New compiles c; forward, when not nil, is the Forward to use for
-// c.Forward (one kept across reloads by the caller). Errors: an invalid
-// forward_auth address or timeout.
-func New(c Config, forward *Forward) (*Policy, error) {
+// Shared are the parts of a policy that hold connections and state worth
+// keeping across reloads, made by the caller (nil: New makes them):
+// Forward for Config.Forward, Keys for Config.JWT's jwks_url. OnFetch is
+// given to the RemoteKeys New makes.
+type Shared struct {
+	Forward *Forward
+	Keys    *RemoteKeys
+	OnFetch func(url string, err error)
+}
+
+// New compiles c. Errors: an invalid forward_auth address or timeout, a
+// jwt block without exactly one key source or with an invalid jwks_url,
+// basic_auth and jwt on one route. On error nothing New made is left
+// running.
+func New(c Config, shared Shared) (*Policy, error) {
 	p := &Policy{}
 	if c.APIKeys != nil {
 		p.apiKeys = newAPIKeys(*c.APIKeys)
@@ -137,10 +168,35 @@ func New(c Config, forward *Forward) (*Policy, error) {
 	if c.Basic != nil {
 		p.basic = newBasic(*c.Basic)
 	}
+	if c.JWT != nil {
+		if c.Basic != nil {
+			return nil, errors.New("auth: basic_auth and jwt both read Authorization; a route has one of them")
+		}
+		j := *c.JWT
+		if (j.Keys == nil) == (j.JWKSURL == "") {
+			return nil, errors.New("auth: jwt needs exactly one of a key set (jwks_file) and a jwks_url")
+		}
+		keys := shared.Keys
+		if j.JWKSURL != "" && keys == nil {
+			k, err := NewRemoteKeys(j, shared.OnFetch)
+			if err != nil {
+				return nil, err
+			}
+			keys = k
+		}
+		if j.JWKSURL == "" {
+			keys = nil
+		}
+		p.jwt = newJWT(j, keys)
+	}
 	if c.Forward != nil {
+		forward := shared.Forward
 		if forward == nil {
 			f, err := NewForward(*c.Forward)
 			if err != nil {
+				if p.jwt != nil && p.jwt.remote != nil && p.jwt.remote != shared.Keys {
+					p.jwt.remote.Close()
+				}
 				return nil, err
 			}
 			forward = f
@@ -153,10 +209,20 @@ func New(c Config, forward *Forward) (*Policy, error) {
 // Forward is the policy's forward auth (nil: none).
 func (p *Policy) Forward() *Forward { return p.forward }
 
-// Authenticate decides on r. On success the credential fields of api_keys
-// and basic_auth are removed from r.Header, in every spelling a backend
-// may read as the same (deleteSpellings: they never reach the backend),
-// and forward auth's copied fields are set on it. uri is the request
+// Keys is the policy's remote key set (nil: none, or a jwks_file).
+func (p *Policy) Keys() *RemoteKeys {
+	if p.jwt == nil {
+		return nil
+	}
+	return p.jwt.remote
+}
+
+// Authenticate decides on r. On success the credential fields of
+// api_keys, basic_auth and jwt are removed from r.Header, in every
+// spelling a backend may read as the same (deleteSpellings: they never
+// reach the backend), and jwt's forwarded claims and forward auth's
+// copied fields are set on it (a client's own fields of those names are
+// removed whatever the verdict). uri is the request
 // target forward auth describes as X-Forwarded-Uri: the path the route
 // matched (normalized, README "Paths") and the query as sent.
 func (p *Policy) Authenticate(ctx context.Context, r *http.Request, uri string) Decision {
@@ -173,6 +239,18 @@ func (p *Policy) Authenticate(ctx context.Context, r *http.Request, uri string) 
 		res, subject := p.basic.check(ctx, r.Header, time.Now())
 		d.add(MethodBasic, res)
 		if res != ResultOK {
+			if res == ResultMissing || res == ResultDenied {
+				d.Challenge = p.basic.challenge
+			}
+			return d
+		}
+		d.Subject = subject
+	}
+	if p.jwt != nil {
+		res, subject, challenge := p.jwt.check(ctx, r.Header)
+		d.add(MethodJWT, res)
+		if res != ResultOK {
+			d.Challenge = challenge
 			return d
 		}
 		d.Subject = subject
@@ -188,18 +266,8 @@ func (p *Policy) Authenticate(ctx context.Context, r *http.Request, uri string) 
 	if p.apiKeys != nil {
 		deleteSpellings(r.Header, p.apiKeys.header)
 	}
-	if p.basic != nil {
+	if p.basic != nil || p.jwt != nil {
 		deleteSpellings(r.Header, "Authorization")
 	}
 	return d
-}
-
-// Challenge is the WWW-Authenticate value of a 401 refusal by basic_auth
-// ("" for the other methods: an API key in a header has no registered
-// scheme, RFC 9110 §11.6.1 notwithstanding; README "Edge authentication").
-func (p *Policy) Challenge(method string) string {
-	if method == MethodBasic && p.basic != nil {
-		return p.basic.challenge
-	}
-	return ""
 }

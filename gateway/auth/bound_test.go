@@ -128,7 +128,7 @@ func TestDefaultBcryptSlots(t *testing.T) {
 // value is not part of it; on success every spelling of the credential
 // fields (X_Api_Key, x-api_key...) is removed from the request.
 func TestCredentialSpellings(t *testing.T) {
-	p, err := New(Config{APIKeys: &APIKeysConfig{Header: "X-Api-Key", Keys: keysOf("key-0000000000000000")}}, nil)
+	p, err := New(Config{APIKeys: &APIKeysConfig{Header: "X-Api-Key", Keys: keysOf("key-0000000000000000")}}, Shared{})
 	if err != nil {
 		t.Fatal(err)
 	}

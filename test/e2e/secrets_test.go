@@ -10,14 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/internal/testjwt"
 	"github.com/impulse-agent/impulse-agent/test/consultest"
 )
 
 // TestSecuritySecretsNeverLeak backs SECURITY.md's claim that the Consul
-// ACL token and the control token never appear in the logs (at debug
-// level), the metrics, the control API's answers (successes, refusals and
-// reload diagnostics) or the gateway's own answers, including while Consul
-// refuses the token and while a reload fails on the line that holds it.
+// ACL token, the control token and clients' bearer tokens (a jwt route's,
+// valid and refused) never appear in the logs (at debug level, access log
+// included), the metrics, the control API's answers (successes, refusals
+// and reload diagnostics) or the gateway's own answers, including while
+// Consul refuses the token and while a reload fails on the line that
+// holds it.
 func TestSecuritySecretsNeverLeak(t *testing.T) {
 	const mgmt = "0b9c8d7e-6f5a-4b3c-9d2e-1f0a9b8c7d6e"
 	c := consultest.Start(t, consultest.WithACLs(mgmt))
@@ -31,7 +34,26 @@ func TestSecuritySecretsNeverLeak(t *testing.T) {
 	if err := os.WriteFile(ctlFile, []byte(controlToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := baseHCL() + consulUpstreamHCL(c.Addr(), "web", "", "")
+	signer := testjwt.ES256("sec")
+	jwksFile := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwksFile, testjwt.JWKS(signer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseHCL() + "access_log {}\n" + consulUpstreamHCL(c.Addr(), "web", "", "") + fmt.Sprintf(`
+upstream "tokens" {
+  route {
+    path_prefix = "/tokens/"
+    jwt {
+      issuer    = "https://id.sec.example"
+      audiences = ["api"]
+      jwks_file = %q
+    }
+  }
+  backend "sec-1" {
+    address = %q
+  }
+}
+`, jwksFile, be.URL)
 	cfg = strings.Replace(cfg, `wait    = "5s"`, fmt.Sprintf("wait    = \"1s\"\n  token = %q", consulToken), 1)
 	cfg = strings.Replace(cfg, "control {\n", fmt.Sprintf("control {\n  token_file = %q\n", ctlFile), 1)
 	a := startAgent(t, cfg, "-log-level=debug")
@@ -102,9 +124,43 @@ func TestSecuritySecretsNeverLeak(t *testing.T) {
 			fmt.Fprintf(&seen, "GET %s %d %v %s\n", path, r.Status, r.Header, r.Body)
 		}
 	}
+	// Bearer tokens: a valid one, an expired one, one of an unknown key.
+	good := testjwt.Claims(time.Now(), "https://id.sec.example", "api", "sec-user")
+	bearers := map[string]string{"valid bearer token": signer.Sign(good),
+		"expired bearer token":  signer.Sign(testjwt.Claims(time.Now().Add(-time.Hour), "https://id.sec.example", "api", "sec-user")),
+		"unknown bearer token":  testjwt.ES256("other").Sign(good),
+		"none-alg bearer token": testjwt.Unsigned("sec", good)}
+	for name, tok := range bearers {
+		req, _ := http.NewRequest("GET", a.URL("/tokens/x"), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Fprintf(&seen, "GET /tokens/x %d %v %s\n", resp.StatusCode, resp.Header, b)
+		if want := map[bool]int{true: 200, false: 401}[name == "valid bearer token"]; resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", name, resp.StatusCode, want)
+		}
+	}
+	for _, p := range append(paths, "/v1/status") {
+		ctl("GET", p, controlToken, nil)
+	}
 
 	logs := a.Logs()
-	for name, secret := range map[string]string{"Consul token": consulToken, "control token": controlToken} {
+	secrets := map[string]string{"Consul token": consulToken, "control token": controlToken}
+	for name, tok := range bearers {
+		secrets[name] = tok
+		secrets[name+"'s signature"] = tok[strings.LastIndex(tok, ".")+1:]
+	}
+	if !strings.Contains(logs, `"auth":"jwt:ok","auth_subject":"sec-user"`) {
+		t.Errorf("the access log lacks the jwt request:\n%s", grepLines(logs, `"auth"`))
+	}
+	for name, secret := range secrets {
+		if secret == "" {
+			continue
+		}
 		if strings.Contains(logs, secret) {
 			t.Errorf("the %s is in the logs:\n%s", name, grepLines(logs, secret))
 		}

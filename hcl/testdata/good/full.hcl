@@ -217,6 +217,18 @@ upstream "admin" {               # edge authentication on routes (README "Edge a
       timeout               = "2s" # 1ms..1m; past it: 503 auth_unavailable
     }
   }
+  route {
+    path_prefix = "/tokens/"
+    jwt {                        # Authorization: Bearer JWT (RFC 7519, RFC 6750); removed before the backend
+      issuer         = "https://id.example.com"  # required; the "iss" every token carries
+      audiences      = ["api"]   # required; a token's "aud" names at least one
+      jwks_file      = "testdata/auth/jwks.json" # or jwks_url (https); a JWK Set, read at every load and reload
+      algorithms     = ["ES256", "RS256"]        # asymmetric only: HS* and none are refused
+      forward_claims = {}        # claim = "Field", e.g. { sub = "X-User" }; a client's own fields removed
+      clock_skew     = "30s"     # 0s..5m; leeway of exp, nbf and iat
+      realm          = "impulse-agent"
+    }
+  }
   backend "admin-1" {
     address = "http://127.0.0.1:8081"
   }
