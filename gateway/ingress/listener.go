@@ -299,6 +299,7 @@ func (l *Listener) Reconfigure(ctx context.Context, lc Config) error {
 		l.deps.Drains.Background(l.deps.Log, l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
 	l.warnFixedLimits(lim)
+	l.warnUDPHeader() // udpconn.go
 	return nil
 }
 
