@@ -46,14 +46,15 @@ type proxyPacketConn struct {
 	l     *Listener
 	flows *udpFlows
 
-	rmu  sync.Mutex // one reader: guards rbuf
+	rmu  sync.Mutex // one reader: guards rbuf and v2
 	rbuf []byte     // a whole datagram, header and payload
+	v2   *v2Reader
 }
 
 // newProxyPacketConn wraps pc (the listener's UDP socket); flows expire
 // after idle without a datagram.
 func newProxyPacketConn(pc net.PacketConn, l *Listener, idle time.Duration) *proxyPacketConn {
-	return &proxyPacketConn{pc: pc, l: l, flows: newUDPFlows(idle, maxUDPFlows), rbuf: make([]byte, 1<<16)}
+	return &proxyPacketConn{pc: pc, l: l, flows: newUDPFlows(idle, maxUDPFlows), rbuf: make([]byte, 1<<16), v2: newV2Reader()}
 }
 
 // ReadFrom returns the next datagram quic-go may see, its header taken
@@ -75,7 +76,7 @@ func (c *proxyPacketConn) ReadFrom(p []byte) (int, net.Addr, error) {
 
 // admit applies the listener's setting to datagram b from the socket peer
 // from: the address quic-go gets it from and its payload, or ok false when
-// it is dropped (and counted).
+// it is dropped (and counted). One caller at a time (c.v2).
 func (c *proxyPacketConn) admit(b []byte, from net.Addr, now time.Time) (_ net.Addr, _ []byte, ok bool) {
 	var pp *ProxyProtocol
 	if conf := c.l.client.Load(); conf != nil {
@@ -87,7 +88,7 @@ func (c *proxyPacketConn) admit(b []byte, from net.Addr, now time.Time) (_ net.A
 	}
 	peer := ua.AddrPort()
 	trusted := pp.Trusted.Contains(peer.Addr())
-	h, err := parseDatagram(pp.UDP, b)
+	h, err := parseDatagram(pp.UDP, b, c.v2)
 	switch {
 	case h.present && !trusted:
 		return c.refuse(observe.ProxyUntrusted)

@@ -82,7 +82,7 @@ func TestParseDatagram(t *testing.T) {
 		{"v2, an SPP header", UDPProxyV2, sppHeader(client4, edge), false, false, netip.AddrPort{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := parseDatagram(tc.f, tc.in)
+			h, err := parseDatagram(tc.f, tc.in, newV2Reader())
 			if h.present != tc.present || (err != nil) != tc.err || h.client != tc.client {
 				t.Fatalf("present %v, err %v, client %v; want %v, %v, %v", h.present, err, h.client, tc.present, tc.err, tc.client)
 			}

