@@ -171,3 +171,18 @@ func BenchmarkQUICDownload(b *testing.B) {
 		})
 	}
 }
+
+// TestUDPHeaderCheck: a listener with an unknown UDP header format is not
+// started (the agent's HCL check refuses it first, at its line).
+func TestUDPHeaderCheck(t *testing.T) {
+	lc := Config{Name: "test", TLS: &tls.Config{}, ProxyProtocol: &ProxyProtocol{UDP: "bogus"}}
+	if err := lc.Check(); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("Check: %v", err)
+	}
+	for _, f := range []UDPHeader{UDPNone, UDPSPP, UDPProxyV2} {
+		lc.ProxyProtocol.UDP = f
+		if err := lc.Check(); err != nil {
+			t.Errorf("%q: %v", f, err)
+		}
+	}
+}
