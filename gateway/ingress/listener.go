@@ -239,18 +239,16 @@ func Start(lc Config, deps Deps) (*Listener, error) {
 // sockets are bound for protocols turned on and drained (bounded by ctx)
 // for protocols turned off; connections that stay keep running.
 func (l *Listener) Reconfigure(ctx context.Context, lc Config) error {
-	if pp := lc.ProxyProtocol; pp != nil && !pp.UDP.Valid() {
-		return fmt.Errorf("gateway: listener %q: unknown proxy_protocol udp format %q", lc.Name, pp.UDP)
+	if err := lc.Check(); err != nil {
+		return err
 	}
-	p, err := parseProtocols(lc.Protocols)
-	if err != nil {
-		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
-	}
+	p, _ := parseProtocols(lc.Protocols)
 	host, _, _ := net.SplitHostPort(l.addr)
 	port := boundPort(l.Sockets())
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	var udp net.PacketConn
 	var tcp net.Listener
+	var err error
 	if p.h3 && l.quic == nil {
 		if udp, err = net.ListenPacket("udp", addr); err != nil {
 			return &ListenerError{Name: l.name, Err: err}
