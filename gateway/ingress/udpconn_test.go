@@ -191,6 +191,13 @@ func TestProxyPacketConnAdmit(t *testing.T) {
 	}
 }
 
+// len is the number of clients t holds.
+func (t *udpFlows) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.clients)
+}
+
 // TestUDPFlows: the table keeps each client's latest route and each
 // balancer socket's latest client, expires them after idle, and holds at
 // most max clients (a client beyond is not kept, and the first such one is

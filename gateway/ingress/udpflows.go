@@ -139,10 +139,3 @@ func (t *udpFlows) route(a *udpClientAddr) udpRoute {
 	}
 	return a.route
 }
-
-// len is the number of clients held.
-func (t *udpFlows) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.clients)
-}
