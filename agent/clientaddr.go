@@ -10,12 +10,21 @@ import (
 // (proxy_protocol, forwarded_headers, ip_allow, ip_deny) into lc.
 func listenerClient(lc *gateway.ListenerConfig, l hcl.Listener) {
 	if pp := l.ProxyProtocol; pp != nil {
-		lc.ProxyProtocol = &gateway.ProxyProtocol{Trusted: prefixes(pp.Trusted), Optional: pp.Mode == hcl.ProxyProtocolOptional}
+		lc.ProxyProtocol = &gateway.ProxyProtocol{Trusted: prefixes(pp.Trusted), Optional: pp.Mode == hcl.ProxyProtocolOptional,
+			UDP: udpHeaders[pp.UDP]}
 	}
 	if fh := l.ForwardedHeaders; fh != nil {
 		lc.ForwardedTrusted = prefixes(fh.Trusted)
 	}
 	lc.IPRules = clientaddr.Rules{Allow: prefixes(l.IPAllow), Deny: prefixes(l.IPDeny)}
+}
+
+// udpHeaders are the gateway's UDP header formats by proxy_protocol.udp
+// value (hcl accepts no other).
+var udpHeaders = map[string]gateway.UDPHeader{
+	"":                      gateway.UDPNone,
+	hcl.ProxyProtocolUDPSPP: gateway.UDPSPP,
+	hcl.ProxyProtocolUDPV2:  gateway.UDPProxyV2,
 }
 
 // routeIPRules converts a route's ip_allow and ip_deny.

@@ -4,12 +4,14 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // TestClientAddressConverted: proxy_protocol, forwarded_headers, ip_allow
 // and ip_deny reach the gateway as parsed prefixes; mode optional is
-// Optional; absent blocks are nil.
+// Optional; udp "spp", "v2" and "" are gateway.UDPSPP, UDPProxyV2 and
+// UDPNone; absent blocks are nil.
 func TestClientAddressConverted(t *testing.T) {
 	cfgFile, _, _ := writeConfig(t, `
 listener "public" {
@@ -21,6 +23,7 @@ listener "public" {
   proxy_protocol {
     trusted = ["10.0.0.0/8"]
     mode    = "optional"
+    udp     = "spp"
   }
   forwarded_headers { trusted = ["127.0.0.1/32", "2001:db8::/32"] }
   ip_allow = ["192.0.2.0/24"]
@@ -32,6 +35,26 @@ listener "plain" {
     cert_file = "%[1]s"
     key_file  = "%[2]s"
   }
+}
+listener "quic" {
+  address   = "127.0.0.3:0"
+  protocols = ["h3"]
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+  proxy_protocol {
+    trusted = ["10.0.0.0/8"]
+    udp     = "v2"
+  }
+}
+listener "tcp" {
+  address = "127.0.0.4:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+  proxy_protocol { trusted = ["10.0.0.0/8"] }
 }
 upstream "api" {
   route {
@@ -48,10 +71,16 @@ upstream "api" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, plain := gc.Listeners[0], gc.Listeners[1]
+	pub, plain, quic, tcp := gc.Listeners[0], gc.Listeners[1], gc.Listeners[2], gc.Listeners[3]
 	a := netip.MustParseAddr
-	if pp := pub.ProxyProtocol; pp == nil || !pp.Optional || !pp.Trusted.Contains(a("10.2.3.4")) || pp.Trusted.Contains(a("11.0.0.1")) {
+	if pp := pub.ProxyProtocol; pp == nil || !pp.Optional || !pp.Trusted.Contains(a("10.2.3.4")) || pp.Trusted.Contains(a("11.0.0.1")) || pp.UDP != gateway.UDPSPP {
 		t.Errorf("proxy_protocol %+v", pp)
+	}
+	if pp := quic.ProxyProtocol; pp == nil || pp.Optional || pp.UDP != gateway.UDPProxyV2 {
+		t.Errorf("udp v2: proxy_protocol %+v", pp)
+	}
+	if pp := tcp.ProxyProtocol; pp == nil || pp.UDP != gateway.UDPNone {
+		t.Errorf("tcp only: proxy_protocol %+v", pp)
 	}
 	if ft := pub.ForwardedTrusted; len(ft) != 2 || !ft.Contains(a("127.0.0.1")) || !ft.Contains(a("2001:db8::1")) {
 		t.Errorf("forwarded_headers trusted %v", ft)

@@ -13,6 +13,18 @@ import (
 // (ListenerConfig.ProxyProtocol, ingress.ProxyProtocol).
 type ProxyProtocol = ingress.ProxyProtocol
 
+// UDPHeader is the header a UDP balancer prepends to each QUIC datagram
+// (ProxyProtocol.UDP, ingress.UDPHeader).
+type UDPHeader = ingress.UDPHeader
+
+// The UDP header formats (ingress.UDPNone, ingress.UDPSPP,
+// ingress.UDPProxyV2).
+const (
+	UDPNone    = ingress.UDPNone    // no header: HTTP/3 sees the socket address
+	UDPSPP     = ingress.UDPSPP     // Cloudflare Spectrum's Simple Proxy Protocol
+	UDPProxyV2 = ingress.UDPProxyV2 // PROXY protocol v2, DGRAM
+)
+
 // routeAllows applies the IP rules of the route r matched
 // (RouteConfig.IPRules) to r's client address, the one the listener
 // settled once (clientaddr.Of). The listener's own rules ran before

@@ -21,6 +21,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 )
 
@@ -255,7 +256,7 @@ func wantRefusals(t *testing.T, h *harness, want map[string]uint64) {
 	got := func() map[string]uint64 {
 		out := map[string]uint64{}
 		for _, r := range []string{"missing", "untrusted", "malformed", "timeout"} {
-			if n := m.ProxyProtocolRefusals("test", r); n > 0 {
+			if n := m.ProxyProtocolRefusals("test", observe.ProxyTCP, r); n > 0 {
 				out[r] = n
 			}
 		}

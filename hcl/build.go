@@ -202,8 +202,8 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 		}
 
 		l.Limits = buildListenerLimits(b, r.Limits)
-		l.RateLimit = buildRateLimit(b, r.RateLimit)                  // ratelimit.go
-		l.ProxyProtocol = buildProxyProtocol(b, r.ProxyProtocol, tcp) // clientaddr.go
+		l.RateLimit = buildRateLimit(b, r.RateLimit)                       // ratelimit.go
+		l.ProxyProtocol = buildProxyProtocol(b, r.ProxyProtocol, tcp, udp) // clientaddr.go
 		l.ForwardedHeaders = buildForwardedHeaders(b, r.ForwardedHeaders)
 		l.IPAllow, l.IPDeny = b.cidrList(r.IPAllow), b.cidrList(r.IPDeny)
 

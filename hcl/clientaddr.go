@@ -16,14 +16,30 @@ const (
 	ProxyProtocolOptional = "optional"
 )
 
+// proxy_protocol udp formats: the header a UDP balancer prepends to each
+// QUIC datagram (interface.md, edge-auth issue; README "Client address").
+const (
+	// ProxyProtocolUDPSPP is Cloudflare Spectrum's Simple Proxy Protocol
+	// (a fixed 38-byte header, sent back on replies).
+	ProxyProtocolUDPSPP = "spp"
+	// ProxyProtocolUDPV2 is a PROXY protocol v2 header with the DGRAM
+	// transport (HAProxy proxy-protocol.txt §2.2).
+	ProxyProtocolUDPV2 = "v2"
+)
+
 // ProxyProtocol is listener.proxy_protocol: HAProxy PROXY protocol v1 and
-// v2 headers on the listener's TCP connections, read before TLS.
+// v2 headers on the listener's TCP connections, read before TLS, and with
+// udp set a header on each QUIC datagram.
 type ProxyProtocol struct {
 	// Trusted are the balancers' CIDR prefixes, not empty: only they may
-	// send a header (one from any other peer closes the connection).
+	// send a header (one from any other peer closes the connection, or
+	// drops the datagram).
 	Trusted []string
 	// Mode is ProxyProtocolRequired (default) or ProxyProtocolOptional.
 	Mode string
+	// UDP is "" (default: no header on UDP, HTTP/3 sees the socket
+	// address), ProxyProtocolUDPSPP or ProxyProtocolUDPV2.
+	UDP string
 	// Range is the block's definition range.
 	Range hcl2.Range
 }
@@ -78,8 +94,9 @@ func (b blk) cidrList(a *hcl2.Attribute) []string {
 }
 
 // buildProxyProtocol converts listener.proxy_protocol (nil: none). tcp
-// reports whether the listener serves h1 or h2: the header is a TCP one.
-func buildProxyProtocol(b blk, r *rawProxyProtocol, tcp bool) *ProxyProtocol {
+// reports whether the listener serves h1 or h2 (PROXY headers on TCP), h3
+// whether it serves HTTP/3 (udp headers on QUIC datagrams).
+func buildProxyProtocol(b blk, r *rawProxyProtocol, tcp, h3 bool) *ProxyProtocol {
 	if r == nil {
 		return nil
 	}
@@ -97,11 +114,19 @@ func buildProxyProtocol(b blk, r *rawProxyProtocol, tcp bool) *ProxyProtocol {
 			pp.Mode = mode
 		}
 	}
-	if r.UDP != nil {
-		b.errorf(r.UDP, "", "Not supported yet", "udp (PROXY or SPP headers on QUIC datagrams behind a UDP balancer) is not supported yet; remove it. proxy_protocol applies to the listener's TCP connections (h1, h2).")
+	if udp, ok := b.strOK(r.UDP, ""); ok {
+		switch udp {
+		case "", ProxyProtocolUDPSPP, ProxyProtocolUDPV2:
+			pp.UDP = udp
+		default:
+			b.errorf(r.UDP, "", "Invalid udp", "%q is not a UDP header format; use \"spp\" (Cloudflare Spectrum's Simple Proxy Protocol), \"v2\" (a PROXY protocol v2 header on each datagram) or \"\" (none: HTTP/3 sees the balancer's address).", udp)
+		}
 	}
-	if !tcp {
-		b.add(hcl2.DiagWarning, &r.DefRange, "No effect", b.field("")+": the PROXY protocol is read on TCP connections, and this listener serves neither h1 nor h2.")
+	switch {
+	case pp.UDP != "" && !h3:
+		b.add(hcl2.DiagWarning, b.subject(r.UDP), "No effect", b.field("udp")+": the header is read on QUIC datagrams, and this listener does not serve HTTP/3 (protocols has no \"h3\").")
+	case !tcp && pp.UDP == "":
+		b.add(hcl2.DiagWarning, &r.DefRange, "No effect", b.field("")+": the PROXY protocol is read on TCP connections, and this listener serves neither h1 nor h2; set udp = \"spp\" or \"v2\" to read a header on QUIC datagrams.")
 	}
 	return pp
 }

@@ -6,16 +6,20 @@ import (
 )
 
 // TestClientAddress: proxy_protocol, forwarded_headers, ip_allow and
-// ip_deny are read with their defaults (mode required; absent blocks nil;
-// empty lists when absent).
+// ip_deny are read with their defaults (mode required, udp ""; absent
+// blocks nil; empty lists when absent); udp "spp" and "v2" are kept, and
+// an h3-only listener with udp set gets no "No effect" warning.
 func TestClientAddress(t *testing.T) {
 	cfg, diags := Load([]string{"testdata/good/client_address.hcl"})
-	if diags.HasErrors() {
+	if diags.HasErrors() || len(diags) > 0 {
 		t.Fatal(diags)
 	}
-	pub, inner := cfg.Listeners[0], cfg.Listeners[1]
-	if pp := pub.ProxyProtocol; pp == nil || pp.Mode != ProxyProtocolRequired || !slices.Equal(pp.Trusted, []string{"10.0.0.0/8", "2001:db8::/32"}) || pp.Range.Start.Line != 8 {
+	pub, inner, quic := cfg.Listeners[0], cfg.Listeners[1], cfg.Listeners[2]
+	if pp := pub.ProxyProtocol; pp == nil || pp.Mode != ProxyProtocolRequired || !slices.Equal(pp.Trusted, []string{"10.0.0.0/8", "2001:db8::/32"}) || pp.Range.Start.Line != 8 || pp.UDP != ProxyProtocolUDPSPP {
 		t.Errorf("public proxy_protocol: %+v", pp)
+	}
+	if pp := quic.ProxyProtocol; pp == nil || pp.UDP != ProxyProtocolUDPV2 {
+		t.Errorf("quic proxy_protocol: %+v", pp)
 	}
 	if fh := pub.ForwardedHeaders; fh == nil || !slices.Equal(fh.Trusted, []string{"127.0.0.1/32"}) {
 		t.Errorf("public forwarded_headers: %+v", fh)
@@ -23,7 +27,7 @@ func TestClientAddress(t *testing.T) {
 	if !slices.Equal(pub.IPDeny, []string{"192.0.2.0/24"}) || pub.IPAllow != nil {
 		t.Errorf("public ip rules: allow %v deny %v", pub.IPAllow, pub.IPDeny)
 	}
-	if pp := inner.ProxyProtocol; pp == nil || pp.Mode != ProxyProtocolOptional {
+	if pp := inner.ProxyProtocol; pp == nil || pp.Mode != ProxyProtocolOptional || pp.UDP != "" {
 		t.Errorf("inner proxy_protocol: %+v", pp)
 	}
 	if fh := inner.ForwardedHeaders; fh == nil || len(fh.Trusted) != 0 {

@@ -25,11 +25,17 @@ var retryAboveHandshakes int64 = 128
 
 // transport is the quic.Transport on conn: it asks for address validation
 // under a handshake flood (retryAboveHandshakes) and holds each connection
-// attempt to the listener's max_connections (lim).
+// attempt to the listener's max_connections (lim). On a proxied socket its
+// connection IDs never open like an SPP header (sppConnIDs).
 func (q *quicIngress) transport(conn net.PacketConn, lim *connLimiter) *quic.Transport {
 	threshold := retryAboveHandshakes
+	var ids quic.ConnectionIDGenerator
+	if _, ok := conn.(*proxyPacketConn); ok {
+		ids = sppConnIDs{} // no short-header packet opens like an SPP header (udpheader.go)
+	}
 	return &quic.Transport{
-		Conn: conn,
+		Conn:                  conn,
+		ConnectionIDGenerator: ids,
 		// Called for an Initial without a valid token only, before any
 		// state is created for it.
 		VerifySourceAddress: func(net.Addr) bool {

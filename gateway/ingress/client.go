@@ -21,7 +21,7 @@ import (
 // ProxyProtocol is a listener's PROXY protocol setting (HAProxy PROXY
 // protocol spec, versions 1 and 2) on its TCP socket: a balancer in
 // Trusted prefixes its connections with a header naming the client, read
-// before TLS.
+// before TLS; and, with UDP set, a header on each QUIC datagram.
 //
 //   - Required (the default): a trusted peer must send a header; its
 //     connection is closed without one. The spec asks a receiver never to
@@ -37,12 +37,20 @@ import (
 // malformed header closes the connection before TLS. The header must
 // arrive within the listener's Limits.ReadHeaderTimeout (default 10s, as
 // go-proxyproto's ReadHeaderTimeout); the TLS handshake then has its own.
+//
+// UDP, when set, reads the client address of HTTP/3 behind a UDP balancer
+// from a header on each QUIC datagram (UDPSPP or UDPProxyV2), with the same
+// Trusted and mode: see proxyPacketConn for what is dropped. It applies to
+// a UDP socket bound with it (Reconfigure warns otherwise).
 type ProxyProtocol struct {
 	// Trusted are the balancers allowed to send a header (CIDR prefixes).
 	Trusted clientaddr.Prefixes
 	// Optional lets a trusted peer omit the header (mode "optional");
 	// false is mode "required".
 	Optional bool
+	// UDP is the header format on QUIC datagrams; UDPNone reads none
+	// (HTTP/3 then sees the socket address).
+	UDP UDPHeader
 }
 
 // clientConf is what settles a request's client address and whether it may
@@ -115,7 +123,7 @@ func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil && !c.seen.Swap(true) {
 		if reason := refusal(err); reason != "" && c.l.deps.Metrics != nil {
-			c.l.deps.Metrics.ProxyProtocolRefused(c.l.name, reason)
+			c.l.deps.Metrics.ProxyProtocolRefused(c.l.name, observe.ProxyTCP, reason)
 		}
 	}
 	return n, err

@@ -59,8 +59,10 @@ type Config struct {
 	RateLimit *ratelimit.Config
 
 	// ProxyProtocol reads HAProxy PROXY protocol headers (v1 and v2) on the
-	// TCP socket, before TLS (see ProxyProtocol); nil means none. Apply
-	// switches it for new connections.
+	// TCP socket, before TLS, and with its UDP set SPP or PROXY v2 headers
+	// on QUIC datagrams (see ProxyProtocol); nil means none. Apply switches
+	// it for new connections and the next datagram (UDP itself: for a UDP
+	// socket bound with it).
 	ProxyProtocol *ProxyProtocol
 	// ForwardedTrusted are the forwarders whose X-Forwarded-For (or RFC
 	// 7239 Forwarded) is believed, over every protocol: from a peer in it,

@@ -188,7 +188,8 @@ func deriveTLS(base *tls.Config, p protoSet) *listenerTLS {
 	return &listenerTLS{quic: q, tcp: t}
 }
 
-// Check reports what makes lc unusable: no TLS, an unknown protocol.
+// Check reports what makes lc unusable: no TLS, an unknown protocol, an
+// unknown ProxyProtocol.UDP format.
 func (lc Config) Check() error {
 	if lc.TLS == nil {
 		return fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
@@ -196,21 +197,21 @@ func (lc Config) Check() error {
 	if _, err := parseProtocols(lc.Protocols); err != nil {
 		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
 	}
+	if pp := lc.ProxyProtocol; pp != nil && !pp.UDP.Valid() {
+		return fmt.Errorf("gateway: listener %q: unknown proxy_protocol udp format %q (want \"\", %q or %q)", lc.Name, pp.UDP, UDPSPP, UDPProxyV2)
+	}
 	return nil
 }
 
 // Start binds lc's sockets synchronously (so bind errors surface here,
-// as *ListenerError) and serves them in the background. Errors: no TLS,
-// an unknown protocol, a socket that cannot be bound, quic-go refusing
-// the configuration.
+// as *ListenerError) and serves them in the background. Errors: those of
+// Check, a socket that cannot be bound, quic-go refusing the
+// configuration.
 func Start(lc Config, deps Deps) (*Listener, error) {
-	if lc.TLS == nil {
-		return nil, fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
+	if err := lc.Check(); err != nil {
+		return nil, err
 	}
-	p, err := parseProtocols(lc.Protocols)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
-	}
+	p, _ := parseProtocols(lc.Protocols)
 	lim := lc.Limits.Resolved()
 	l := &Listener{name: lc.Name, addr: lc.Address, deps: deps, conns: newConnLimiter(lim.MaxConnections)}
 	udp, tcp, err := bindPair(lc.Address, p.h3, p.tcp())
@@ -238,15 +239,16 @@ func Start(lc Config, deps Deps) (*Listener, error) {
 // sockets are bound for protocols turned on and drained (bounded by ctx)
 // for protocols turned off; connections that stay keep running.
 func (l *Listener) Reconfigure(ctx context.Context, lc Config) error {
-	p, err := parseProtocols(lc.Protocols)
-	if err != nil {
-		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
+	if err := lc.Check(); err != nil {
+		return err
 	}
+	p, _ := parseProtocols(lc.Protocols)
 	host, _, _ := net.SplitHostPort(l.addr)
 	port := boundPort(l.Sockets())
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	var udp net.PacketConn
 	var tcp net.Listener
+	var err error
 	if p.h3 && l.quic == nil {
 		if udp, err = net.ListenPacket("udp", addr); err != nil {
 			return &ListenerError{Name: l.name, Err: err}
@@ -299,6 +301,7 @@ func (l *Listener) Reconfigure(ctx context.Context, lc Config) error {
 		l.deps.Drains.Background(l.deps.Log, l.name, func() error { return t.shutdown(ctx) }, t.close)
 	}
 	l.warnFixedLimits(lim)
+	l.warnUDPHeader() // udpconn.go
 	return nil
 }
 

@@ -15,19 +15,22 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 )
 
 // quicIngress is a listener's HTTP/3 side: a UDP socket owned by the
-// gateway, the quic.Transport on it (owned too, for address validation:
-// addrvalidation.go) and the http3.Server that serves it.
+// gateway (behind a UDP balancer, wrapped to read its headers:
+// udpconn.go), the quic.Transport on it (owned too, for address
+// validation: addrvalidation.go) and the http3.Server that serves it.
 type quicIngress struct {
-	conn   net.PacketConn
-	tr     *quic.Transport
-	server *http3.Server
-	done   chan struct{} // closed when Serve returns
-	conns  sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
-	limits Limits        // the server settings it was started with
+	conn    net.PacketConn   // the socket
+	proxied *proxyPacketConn // conn as quic-go sees it with proxy_protocol.udp; nil: conn itself
+	tr      *quic.Transport
+	server  *http3.Server
+	done    chan struct{} // closed when Serve returns
+	conns   sync.Map      // *quic.Conn → struct{}: open connections, for a forced close
+	limits  Limits        // the server settings it was started with
 
 	// handshaking counts connection attempts between their first Initial
 	// and the end of their handshake (addrvalidation.go).
@@ -65,6 +68,9 @@ func (l *Listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 		Logger:      l.deps.QUICLog,
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
 			q.handshakeAccepted(ctx, c)
+			if peer := socketPeer(c.RemoteAddr()); peer != "" {
+				ctx = clientaddr.WithSocket(ctx, peer) // the balancer, for the access log
+			}
 			l.deps.Metrics.ConnDelta(false, l.name, 1)
 			q.conns.Store(c, struct{}{})
 			context.AfterFunc(c.Context(), func() {
@@ -74,7 +80,13 @@ func (l *Listener) startQUIC(conn net.PacketConn, lim Limits) (*quicIngress, err
 			return tunnel.WithSet(context.WithValue(ctx, quicConnKey{}, c), &l.tunnels)
 		},
 	}
-	q.tr = q.transport(conn, l.conns)
+	var tconn net.PacketConn = conn
+	if c := l.client.Load(); c != nil && c.proxy != nil && c.proxy.UDP != UDPNone {
+		// A flow outlives its connection's idleness, handshake included.
+		q.proxied = newProxyPacketConn(conn, l, max(lim.IdleTimeout, lim.ReadHeaderTimeout))
+		tconn = q.proxied
+	}
+	q.tr = q.transport(tconn, l.conns)
 	ln, err := q.tr.ListenEarly(http3.ConfigureTLSConfig(base), earlyDataSwitch(&quic.Config{
 		// The QUIC idle timeout ends connections whose peer went
 		// silent. Keep-alive PINGs (which a live peer acknowledges) stop

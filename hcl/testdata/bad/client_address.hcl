@@ -6,7 +6,7 @@ listener "public" {
   }
   proxy_protocol {
     mode = "always"
-    udp  = "spp"
+    udp  = "bogus"
   }
   forwarded_headers {
     trusted = ["127.0.0.1", "10.0.0.0/33"]
@@ -23,6 +23,19 @@ listener "quic" {
   }
   proxy_protocol {
     trusted = ["10.0.0.0/8"]
+  }
+}
+
+listener "tcponly" {
+  address   = "127.0.0.1:9444"
+  protocols = ["h1", "h2"]
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+  proxy_protocol {
+    trusted = ["10.0.0.0/8"]
+    udp     = "v2"
   }
 }
 

@@ -7,6 +7,7 @@ listener "public" {
   }
   proxy_protocol {
     trusted = ["10.0.0.0/8", "2001:db8::/32"]
+    udp     = "spp"
   }
   forwarded_headers {
     trusted = ["127.0.0.1/32"]
@@ -26,6 +27,19 @@ listener "inner" {
     mode    = "optional"
   }
   forwarded_headers {}
+}
+
+listener "quic" {
+  address   = "127.0.0.1:9444"
+  protocols = ["h3"]
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+  proxy_protocol {
+    trusted = ["10.2.0.0/16"]
+    udp     = "v2"
+  }
 }
 
 upstream "api" {

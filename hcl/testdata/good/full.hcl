@@ -83,6 +83,7 @@ listener "public" {               # no default: at least one listener is require
   # proxy_protocol {              # none by default: HAProxy PROXY v1/v2 headers on TCP, read before TLS (README "Client address")
   #   trusted = ["10.0.0.0/8"]    # required in the block: the balancers' CIDR prefixes
   #   mode    = "required"        # required (a trusted peer must send one) | optional
+  #   udp     = ""                # "" | spp | v2: a header on each QUIC datagram from a UDP balancer
   # }
   forwarded_headers {             # absent or trusted = []: X-Forwarded-For / Forwarded are not believed
     trusted = []                  # CIDR prefixes of the forwarders whose headers name the client
