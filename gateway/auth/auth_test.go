@@ -73,7 +73,7 @@ func basicHeader(user, pw string) http.Header {
 // after a right one is still refused), and an empty users list.
 func TestBasicCheck(t *testing.T) {
 	h, _ := bcrypt.GenerateFromPassword([]byte("pw-alice"), bcrypt.MinCost)
-	b := newBasic(BasicConfig{Realm: "r", Users: []credfile.User{{Name: "alice", Hash: h}}})
+	b := newBasic(BasicConfig{Realm: "r", Users: []credfile.User{{Name: "alice", Hash: h}, {Name: "Jos\u00e9", Hash: h}}})
 	if b.challenge != `Basic realm="r", charset="UTF-8"` {
 		t.Errorf("challenge %q", b.challenge)
 	}
@@ -90,6 +90,12 @@ func TestBasicCheck(t *testing.T) {
 		{basicHeader("bob", "pw-alice"), ResultDenied, ""},
 		{basicHeader("alice", "pw-alice"), ResultOK, "alice"},
 		{basicHeader("alice", "pw-alice"), ResultOK, "alice"}, // cached
+		// RFC 7617 §2.1: a UTF-8 user-id, compared in NFC whatever form it came in.
+		{basicHeader("Jos\u00e9", "pw-alice"), ResultOK, "Jos\u00e9"},
+		{basicHeader("Jose\u0301", "pw-alice"), ResultOK, "Jos\u00e9"},
+		{basicHeader("al ice", "pw-alice"), ResultDenied, ""},
+		{basicHeader("ali\x00ce", "pw-alice"), ResultDenied, ""},
+		{basicHeader("\xff", "pw-alice"), ResultDenied, ""},
 		{basicHeader("alice", "wrong"), ResultDenied, ""},
 		{http.Header{"Authorization": {"BASIC " + strings.TrimPrefix(basicHeader("alice", "pw-alice").Get("Authorization"), "Basic ")}}, ResultOK, "alice"},
 	} {

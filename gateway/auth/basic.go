@@ -122,6 +122,12 @@ func (b *basic) check(ctx context.Context, h http.Header, now time.Time) (result
 		return ResultDenied, ""
 	}
 	user, password, ok := parseBasic(v[0])
+	if ok {
+		// The users_file's names are NFC (credfile.UserName); so is the
+		// user-id a client sends under charset="UTF-8" (RFC 7617 §2.1),
+		// but a client may not have normalized it.
+		user, ok = credfile.UserName(user)
+	}
 	if !ok {
 		return ResultDenied, ""
 	}

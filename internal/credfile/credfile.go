@@ -11,8 +11,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/text/unicode/norm"
 )
 
 // MaxFileBytes bounds a credential file: 4 MiB, tens of thousands of keys
@@ -83,6 +86,26 @@ func lines(data []byte, f func(n int, line string) error) error {
 	return nil
 }
 
+// UserName returns the Basic user-id s normalized to NFC, as RFC 7617
+// §2.1 asks of a UTF-8 user-id (the challenge's charset="UTF-8"), and
+// whether it is one this package accepts: valid UTF-8, 1 to 64 characters,
+// no ":" (RFC 7617 §2), no white space, control or format characters (a
+// user-id reaches the access log's auth_subject field).
+func UserName(s string) (string, bool) {
+	if !utf8.ValidString(s) {
+		return "", false
+	}
+	s = norm.NFC.String(s)
+	n := 0
+	for _, r := range s {
+		n++
+		if r == ':' || r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return "", false
+		}
+	}
+	return s, n >= 1 && n <= 64
+}
+
 // validName reports whether s can name a key or a user: 1 to 64 bytes of
 // visible ASCII without ':' (the separator).
 func validName(s string) bool {
@@ -140,7 +163,8 @@ func ParseKeys(data []byte) ([]Key, error) {
 // ParseUsers parses a users_file: "USER:HASH" lines, HASH a bcrypt hash
 // ("$2a$", "$2b$" or "$2y$", as `htpasswd -B` writes); blank lines and
 // lines starting with "#" are skipped. USER is 1 to 64 visible ASCII bytes
-// without ":" (RFC 7617 §2: a user-id cannot hold a colon). Other hash
+// without ":" (RFC 7617 §2: a user-id cannot hold a colon), or as UserName
+// takes UTF-8 (RFC 7617 §2.1), normalized to NFC. Other hash
 // schemes (MD5 "$apr1$", SHA-1 "{SHA}", crypt, plain text) are refused:
 // bcrypt only, at a cost of at most MaxBcryptCost. Errors are *LineError or a file over MaxFileBytes. An
 // empty file is valid: it admits nobody.
@@ -152,8 +176,9 @@ func ParseUsers(data []byte) ([]User, error) {
 		if !ok {
 			return &LineError{n, "not USER:HASH"}
 		}
-		if !validName(name) {
-			return &LineError{n, "the user must be 1 to 64 visible ASCII characters"}
+		name, ok = UserName(name)
+		if !ok {
+			return &LineError{n, "the user must be 1 to 64 characters of UTF-8 without \":\", spaces or control characters"}
 		}
 		if prev, dup := seen[name]; dup {
 			return &LineError{n, fmt.Sprintf("user %q is already defined at line %d", name, prev)}

@@ -60,18 +60,27 @@ func TestParseUsers(t *testing.T) {
 	if _, err := ParseUsers([]byte("alice:" + withCost(h, MaxBcryptCost))); err != nil {
 		t.Errorf("cost %d refused: %v", MaxBcryptCost, err)
 	}
+	// RFC 7617 §2.1: UTF-8 user-ids, kept in NFC.
+	users8, err := ParseUsers([]byte("Jose\u0301:" + string(h) + "\n\u738b\u5c0f\u660e:" + y + "\n"))
+	if err != nil || len(users8) != 2 || users8[0].Name != "Jos\u00e9" || users8[1].Name != "\u738b\u5c0f\u660e" {
+		t.Errorf("UTF-8 users: %v %v", users8, err)
+	}
 	if s := users[0].String(); s != "user alice" {
 		t.Errorf("String() = %q", s)
 	}
 	for data, want := range map[string]string{
-		"alice\n":                             "line 1: not USER:HASH",
-		"alice:pw\n":                          `line 1: user "alice": not a bcrypt hash`,
-		"alice:$apr1$x$y\n":                   `line 1: user "alice": not a bcrypt hash`,
-		"alice:{SHA}abc=\n":                   `line 1: user "alice": not a bcrypt hash`,
-		":" + string(h):                       "line 1: the user must be",
-		"alice:" + string(h) + "\nalice:" + y: `line 2: user "alice" is already defined at line 1`,
-		"# c\nalice:" + withCost(h, 31):       `line 2: user "alice": bcrypt cost 31 is over the maximum of 14 (about 1 s of CPU per check`,
-		"alice:" + withCost(h, 15):            `line 1: user "alice": bcrypt cost 15 is over the maximum of 14`,
+		"alice\n":               "line 1: not USER:HASH",
+		"alice:pw\n":            `line 1: user "alice": not a bcrypt hash`,
+		"alice:$apr1$x$y\n":     `line 1: user "alice": not a bcrypt hash`,
+		"alice:{SHA}abc=\n":     `line 1: user "alice": not a bcrypt hash`,
+		":" + string(h):         "line 1: the user must be",
+		"al ice:" + string(h):   "line 1: the user must be",
+		"a\u200bb:" + string(h): "line 1: the user must be",
+		"\xff:" + string(h):     "line 1: the user must be",
+		strings.Repeat("\u00e9", 65) + ":" + string(h): "line 1: the user must be",
+		"alice:" + string(h) + "\nalice:" + y:          `line 2: user "alice" is already defined at line 1`,
+		"# c\nalice:" + withCost(h, 31):                `line 2: user "alice": bcrypt cost 31 is over the maximum of 14 (about 1 s of CPU per check`,
+		"alice:" + withCost(h, 15):                     `line 1: user "alice": bcrypt cost 15 is over the maximum of 14`,
 	} {
 		_, err := ParseUsers([]byte(data))
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
