@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/internal/credfile"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
@@ -218,4 +221,30 @@ func TestA07NoSecretInTraces(t *testing.T) {
 		}
 		checkNoSecret(t, "traces", dump.String())
 	})
+}
+
+// TestRoutesReportAuth: /v1/routes and /v1/upstreams name each route's
+// authentication methods, in the order they run, and whether it has IP
+// rules; never a key or a user.
+func TestRoutesReportAuth(t *testing.T) {
+	uc := a07Upstream(t, &headerLog{})
+	uc.Routes[1].Auth.Forward = &auth.ForwardConfig{Address: "http://127.0.0.1:1", Timeout: time.Second}
+	uc.Routes[0].IPRules = clientaddr.Rules{Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	uc.Routes = append(uc.Routes, RouteConfig{PathPrefix: "/open/"})
+	g, _ := benchGateway(t, Config{Upstreams: []UpstreamConfig{uc}})
+	want := map[string]string{"/keys/": "[api_key] true", "/basic/": "[basic forward] false", "/open/": "[] false"}
+	for _, r := range g.Routes() {
+		if got := fmt.Sprint(r.Auth, " ", r.IPRules); got != want[r.PathPrefix] {
+			t.Errorf("route %s: %s, want %s", r.PathPrefix, got, want[r.PathPrefix])
+		}
+	}
+	for _, r := range g.Upstreams()[0].Routes {
+		if got := fmt.Sprint(r.Auth, " ", r.IPRules); got != want[r.PathPrefix] {
+			t.Errorf("upstream route %s: %s, want %s", r.PathPrefix, got, want[r.PathPrefix])
+		}
+	}
+	b, _ := json.Marshal(g.Routes())
+	if s := string(b); strings.Contains(s, a07User) || strings.Contains(s, "X-Api-Key") || !strings.Contains(s, `"auth":["basic","forward"]`) {
+		t.Errorf("routes JSON %s", s)
+	}
 }

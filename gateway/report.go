@@ -18,6 +18,19 @@ type RouteInfo struct {
 	Methods    []string `json:"methods"`
 	// Upgrades are the protocols the route tunnels (RouteConfig.Upgrades).
 	Upgrades []string `json:"upgrades"`
+	// Auth names the route's authentication methods in the order they run
+	// (auth.Config.Methods: api_key, basic, jwt, forward); omitted when
+	// none. Never a key, a user or a URL with credentials.
+	Auth []string `json:"auth,omitempty"`
+	// IPRules is true when the route has ip_allow or ip_deny rules
+	// (RouteConfig.IPRules; the listener's are on /v1/listeners).
+	IPRules bool `json:"ip_rules,omitempty"`
+}
+
+// routeInfo describes route rc of upstream.
+func routeInfo(upstream string, rc *RouteConfig) RouteInfo {
+	return RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods),
+		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty()}
 }
 
 // UpstreamInfo describes one upstream for the control API.
@@ -79,7 +92,11 @@ func (g *Gateway) Routes() []RouteInfo {
 	t := g.table.Load()
 	out := make([]RouteInfo, 0, len(t.routes.Routes()))
 	for _, r := range t.routes.Routes() {
-		out = append(out, RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods), Upgrades: upgradesOf(r.Upgrades)})
+		info := RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods), Upgrades: upgradesOf(r.Upgrades)}
+		if c := t.configs[r.Upstream]; c != nil && r.Index < len(c.Routes) {
+			info = routeInfo(r.Upstream, &c.Routes[r.Index])
+		}
+		out = append(out, info)
 	}
 	return out
 }
@@ -93,8 +110,8 @@ func (g *Gateway) Upstreams() []UpstreamInfo {
 		set := u.Current()
 		info := UpstreamInfo{Name: name, LoadBalancing: orDefault(cfg.LoadBalancing, "round_robin"), Pending: set.Pending, Backends: []string{}}
 		g.upstreamLoad(t, name, &info) // status.go
-		for _, rc := range cfg.Routes {
-			info.Routes = append(info.Routes, RouteInfo{Upstream: name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods), Upgrades: upgradesOf(rc.Upgrades)})
+		for i := range cfg.Routes {
+			info.Routes = append(info.Routes, routeInfo(name, &cfg.Routes[i]))
 		}
 		for _, b := range set.Backends {
 			info.Backends = append(info.Backends, b.ID)

@@ -68,6 +68,21 @@ type Config struct {
 	Forward *ForwardConfig
 }
 
+// Methods names the methods c asks for, in the order they run (the
+// Method constants); nil when none.
+func (c Config) Methods() []string {
+	var out []string
+	for _, m := range []struct {
+		set  bool
+		name string
+	}{{c.APIKeys != nil, MethodAPIKey}, {c.Basic != nil, MethodBasic}, {c.JWT != nil, MethodJWT}, {c.Forward != nil, MethodForward}} {
+		if m.set {
+			out = append(out, m.name)
+		}
+	}
+	return out
+}
+
 // Empty reports whether c asks for no authentication.
 func (c Config) Empty() bool {
 	return c.APIKeys == nil && c.Basic == nil && c.JWT == nil && c.Forward == nil
