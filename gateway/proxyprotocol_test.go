@@ -194,7 +194,8 @@ func TestA01ProxyProtocol(t *testing.T) {
 			}
 		})
 		t.Run("slow header", func(t *testing.T) {
-			// A connection that sends nothing, or half a v2 header, is
+			// A connection that sends nothing, or half a v2 header (or
+			// of its signature), is
 			// closed at read_header_timeout (2s here), not held; half a
 			// v1 header at once (go-proxyproto wants it in one read).
 			h, _ := proxyHarness(t, proto, &ingress.ProxyProtocol{Trusted: trusted})
@@ -204,6 +205,7 @@ func TestA01ProxyProtocol(t *testing.T) {
 			}{
 				{"", "missing"},
 				{"\r\n\r\n\x00\r\nQUIT\n\x21\x11", "timeout"},
+				{"\r\n\r\n\x00", "timeout"}, // the signature itself cut short
 				{"PROXY TCP4 203.0.113.7", "malformed"},
 			} {
 				start := time.Now()
@@ -214,7 +216,7 @@ func TestA01ProxyProtocol(t *testing.T) {
 					t.Errorf("%q: closed after %v", tc.raw, d)
 				}
 			}
-			wantRefusals(t, h, map[string]uint64{"missing": 1, "timeout": 1, "malformed": 1})
+			wantRefusals(t, h, map[string]uint64{"missing": 1, "timeout": 2, "malformed": 1})
 		})
 	})
 }

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +72,7 @@ func (c *clientConf) active() bool { return c != nil && (len(c.forwarded) > 0 ||
 // header's read.
 func (l *Listener) wrapProxyProtocol(ln net.Listener, timeout time.Duration) net.Listener {
 	return countingListener{l: l, Listener: &proxyproto.Listener{
-		Listener:          ln,
+		Listener:          tapListener{Listener: ln, l: l},
 		ReadHeaderTimeout: timeout,
 		ConnPolicy: func(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
 			var pp *ProxyProtocol
@@ -122,20 +124,73 @@ func (c *countingConn) NetConn() net.Conn { return c.Conn }
 func (c *countingConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil && !c.seen.Swap(true) {
-		if reason := refusal(err); reason != "" && c.l.deps.Metrics != nil {
+		reason := refusal(err)
+		if t, ok := c.Conn.Raw().(*headTap); ok && reason == observe.ProxyMissing && t.started() {
+			// go-proxyproto reports a signature cut short by the
+			// deadline as no signature: the peer began a header.
+			reason = observe.ProxyTimeout
+		}
+		if reason != "" && c.l.deps.Metrics != nil {
 			c.l.deps.Metrics.ProxyProtocolRefused(c.l.name, observe.ProxyTCP, reason)
 		}
 	}
 	return n, err
 }
 
+// tapListener hands out connections that keep their first bytes while the
+// listener reads PROXY headers (countingConn tells a header begun from none).
+type tapListener struct {
+	net.Listener
+	l *Listener
+}
+
+func (tl tapListener) Accept() (net.Conn, error) {
+	c, err := tl.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	if cc := tl.l.client.Load(); cc == nil || cc.proxy == nil {
+		return c, nil
+	}
+	return &headTap{Conn: c}, nil
+}
+
+// headTap keeps the first bytes read from a connection: as many as the
+// longest PROXY signature (v2's 12).
+type headTap struct {
+	net.Conn
+	mu   sync.Mutex
+	head []byte
+}
+
+func (t *headTap) Read(b []byte) (int, error) {
+	n, err := t.Conn.Read(b)
+	t.mu.Lock()
+	if k := len(proxyproto.SIGV2) - len(t.head); k > 0 {
+		t.head = append(t.head, b[:min(n, k)]...)
+	}
+	t.mu.Unlock()
+	return n, err
+}
+
+// started reports whether the bytes read so far begin a PROXY signature
+// (v1 "PROXY" or v2's 12 bytes): a header was begun, not left out.
+func (t *headTap) started() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.head
+	return len(h) > 0 && (bytes.HasPrefix(proxyproto.SIGV1, h[:min(len(h), len(proxyproto.SIGV1))]) ||
+		bytes.HasPrefix(proxyproto.SIGV2, h))
+}
+
 // refusal is the impulse_proxy_protocol_refused reason of a read error,
 // "" for one that is not the header's: go-proxyproto's own errors all start
 // "proxyproto: ", and an error after the header (a reset, the deadline
 // net/http sets to abort a read) is the connection's. Nothing at all within
-// the timeout is ErrNoProxyProtocol (missing); a v2 header cut short and
-// stalled, a timeout inside one; a v1 header not sent at once is refused
-// by go-proxyproto as malformed without waiting.
+// the timeout is ErrNoProxyProtocol (missing; countingConn makes it a
+// timeout when a signature was begun); a v2 header cut short and stalled,
+// a timeout inside one; a v1 header not sent at once is refused by
+// go-proxyproto as malformed without waiting.
 func refusal(err error) string {
 	switch {
 	case !strings.HasPrefix(err.Error(), "proxyproto: "):
