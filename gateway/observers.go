@@ -66,10 +66,11 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		gm := g.obs.Metrics
-		gm.Flush(time.Now(), g.liveUpstream)
+		now := time.Now()
+		gm.Flush(now, g.liveUpstream)
 		gm.SampleConns()
-		g.sampleTLS(time.Now())
-		g.sampleLimits()
+		g.sampleTLS(now)
+		g.sampleLimits(now)
 		for name, u := range g.table.Load().upstreams {
 			eligible := 0
 			for _, b := range u.Current().Backends {
@@ -77,27 +78,28 @@ func (g *Gateway) sampleUpstreams(ctx context.Context, every time.Duration) {
 					eligible++
 				}
 			}
-			gm.SampleUpstream(name, u.InFlight(), eligible)
+			gm.SampleUpstream(now, name, u.InFlight(), eligible)
 		}
+		gm.EndSamples()
 	}
 }
 
 // sampleLimits sets the concurrency-limit gauges.
-func (g *Gateway) sampleLimits() {
+func (g *Gateway) sampleLimits(now time.Time) {
 	gm := g.obs.Metrics
-	gm.SampleLimit(scopeGlobal, "", g.global.InFlight(), g.global.Limits().Max)
+	gm.SampleLimit(now, scopeGlobal, "", g.global.InFlight(), g.global.Limits().Max)
 	tbl := g.table.Load()
 	for name, u := range tbl.upstreams {
 		if l := tbl.limiters[name]; l.Limits().Max > 0 {
-			gm.SampleLimit(scopeUpstream, name, l.InFlight(), l.Limits().Max)
-			gm.SampleQueue(name, l.Waiting())
+			gm.SampleLimit(now, scopeUpstream, name, l.InFlight(), l.Limits().Max)
+			gm.SampleQueue(now, name, l.Waiting())
 		}
 		if m := u.MaxRequestsPerBackend(); m > 0 {
 			var busiest int64
 			for _, b := range u.Current().Backends {
 				busiest = max(busiest, b.InFlight())
 			}
-			gm.SampleLimit(scopeBackend, name, busiest, m)
+			gm.SampleLimit(now, scopeBackend, name, busiest, m)
 		}
 	}
 }

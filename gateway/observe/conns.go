@@ -2,6 +2,7 @@ package observe
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-metrics/prometheus"
 )
@@ -69,10 +70,16 @@ func (gm *Metrics) SampleConns() {
 	gm.sampleTunnels()
 }
 
-// SampleUpstream sets an upstream's sampled gauges: its requests in
-// flight and its eligible backends.
-func (gm *Metrics) SampleUpstream(name string, inFlight int64, eligible int) {
-	l := labels("upstream", name)
-	gm.m.SetGaugeWithLabels(metricInFlight, float32(inFlight), l)
-	gm.m.SetGaugeWithLabels(metricEligible, float32(eligible), l)
+// SampleUpstream sets an upstream's sampled gauges, its requests in flight
+// and its eligible backends (when due: gaugeSamples).
+func (gm *Metrics) SampleUpstream(now time.Time, name string, inFlight int64, eligible int) {
+	if gm.samples.due(sampleKey{"upstream", name, ""}, now, inFlight, int64(eligible)) {
+		l := labels("upstream", name)
+		gm.m.SetGaugeWithLabels(metricInFlight, float32(inFlight), l)
+		gm.m.SetGaugeWithLabels(metricEligible, float32(eligible), l)
+	}
 }
+
+// EndSamples ends a sampling round: the series it did not sample (an
+// upstream gone with a reload or from the catalog) are forgotten.
+func (gm *Metrics) EndSamples() { gm.samples.endRound() }

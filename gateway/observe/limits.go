@@ -1,6 +1,10 @@
 package observe
 
-import "github.com/hashicorp/go-metrics/prometheus"
+import (
+	"time"
+
+	"github.com/hashicorp/go-metrics/prometheus"
+)
 
 // Concurrency-limit and rate-limit metrics. The gauges are sampled every
 // second, off the request path:
@@ -70,13 +74,18 @@ func (gm *Metrics) RateLimited(listener, upstream, scope string) {
 
 // SampleLimit sets the gauges of one concurrency scope: the requests
 // holding a slot and the limit.
-func (gm *Metrics) SampleLimit(scope, upstream string, inFlight int64, limit int) {
+func (gm *Metrics) SampleLimit(now time.Time, scope, upstream string, inFlight int64, limit int) {
+	if !gm.samples.due(sampleKey{"limit", scope, upstream}, now, inFlight, int64(limit)) {
+		return
+	}
 	l := labels("scope", scope, "upstream", upstream)
 	gm.m.SetGaugeWithLabels(metricLimitInFlight, float32(inFlight), l)
 	gm.m.SetGaugeWithLabels(metricLimitMax, float32(limit), l)
 }
 
 // SampleQueue sets an upstream's queue-depth gauge.
-func (gm *Metrics) SampleQueue(upstream string, waiting int64) {
-	gm.m.SetGaugeWithLabels(metricLimitQueue, float32(waiting), labels("upstream", upstream))
+func (gm *Metrics) SampleQueue(now time.Time, upstream string, waiting int64) {
+	if gm.samples.due(sampleKey{"queue", upstream, ""}, now, waiting, 0) {
+		gm.m.SetGaugeWithLabels(metricLimitQueue, float32(waiting), labels("upstream", upstream))
+	}
 }

@@ -52,6 +52,7 @@ type Metrics struct {
 	accessLog  accessLogCounts
 
 	proxyRefused sync.Map // proxyRefusedKey → *flushedCount (clientaddr.go)
+	samples      gaugeSamples // the sampled gauges' last values (samples.go)
 }
 
 // NewMetrics returns the families over m (nil: a blackhole sink, for
