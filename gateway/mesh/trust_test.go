@@ -203,7 +203,7 @@ func TestTLSHandshakes(t *testing.T) {
 	srv := &tls.Config{Certificates: []tls.Certificate{webCert}, ClientAuth: tls.RequireAnyClientCert,
 		VerifyConnection: v.VerifyClientConnection, MinVersion: tls.VersionTLS12}
 	cli := &tls.Config{Certificates: []tls.Certificate{clientCert}, InsecureSkipVerify: true,
-		VerifyConnection: v.ServerCheck(ServiceID{Service: "web", Datacenter: "dc1"}),
+		VerifyConnection:   v.ServerCheck(ServiceID{Service: "web", Datacenter: "dc1"}),
 		ClientSessionCache: tls.NewLRUClientSessionCache(4), ServerName: "web.default.dc1.internal." + td}
 	if se, ce, _ := handshake(t, srv, cli); se != nil || ce != nil {
 		t.Fatalf("the Connect peers: server %v, client %v", se, ce)
