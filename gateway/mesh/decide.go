@@ -84,21 +84,38 @@ func (r *Rules) DefaultAllow() bool { return r.defaultAllow }
 // Len returns the number of intentions in r.
 func (r *Rules) Len() int { return len(r.ixns) }
 
-// find returns the first intention whose source matches src, or nil.
+// find returns the first intention, in precedence order, whose source
+// matches src, or nil: the first of src's exact-name intentions and the
+// first of the wildcard ones that match, whichever comes first.
 func (r *Rules) find(src ServiceID) *rule {
-	for i := range r.ixns {
-		ru := &r.ixns[i]
-		if ru.peer != "" || ru.ap != src.partition() {
-			continue
-		}
-		if ru.ns != "*" && ru.ns != src.namespace() {
-			continue
-		}
-		if ru.name == "*" || ru.name == src.Service {
-			return ru
+	best := -1
+	for _, i := range r.byName[src.Service] {
+		if r.ixns[i].sourceMatches(src) {
+			best = i
+			break
 		}
 	}
-	return nil
+	for _, i := range r.wild {
+		if best >= 0 && i > best {
+			break
+		}
+		if r.ixns[i].sourceMatches(src) {
+			best = i
+			break
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	return &r.ixns[best]
+}
+
+// sourceMatches reports whether ru's source covers src: same partition
+// (no wildcard), same namespace or "*", same name or "*"; a peer's
+// intention never covers a local identity.
+func (ru *rule) sourceMatches(src ServiceID) bool {
+	return ru.peer == "" && ru.ap == src.partition() && (ru.ns == "*" || ru.ns == src.namespace()) &&
+		(ru.name == "*" || ru.name == src.Service)
 }
 
 // AuthorizeConn decides a new connection of src at the handshake, from the

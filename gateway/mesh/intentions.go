@@ -94,6 +94,11 @@ func (p Problem) Error() string { return "mesh: intention " + p.Intention + ": "
 type Rules struct {
 	ixns         []rule
 	defaultAllow bool
+	// byName lists, per exact source name, the indexes of its rules in
+	// ixns (ascending); wild those of "*" sources. find looks at these
+	// only, not at every rule.
+	byName map[string][]int
+	wild   []int
 }
 
 type rule struct {
@@ -179,6 +184,14 @@ func Compile(ints []Intention, defaultAllow bool) (r *Rules, problems []Problem)
 		if err != nil {
 			problems = append(problems, Problem{Intention: ru.id, Err: err})
 			ru.l4, ru.l7, ru.perms, ru.bad = false, false, nil, true
+		}
+		if ru.name == "*" {
+			r.wild = append(r.wild, len(r.ixns))
+		} else {
+			if r.byName == nil {
+				r.byName = map[string][]int{}
+			}
+			r.byName[ru.name] = append(r.byName[ru.name], len(r.ixns))
 		}
 		r.ixns = append(r.ixns, ru)
 	}
