@@ -271,6 +271,19 @@ func TestConnectIntentionsSeenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("allow[]")
+
+	// A change of another service's intentions emits nothing: the next
+	// value is web's own next change.
+	n := len(rec.all())
+	if _, _, err := cfg.Set(&api.ServiceIntentionsConfigEntry{Kind: api.ServiceIntentions, Name: "db",
+		Sources: []*api.SourceIntention{{Name: "x", Action: api.IntentionActionAllow}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	upsertIntention(t, a, "late", "web", "allow")
+	want("allow[late->web:allow/9]")
+	if got := len(rec.all()); got != n+1 {
+		t.Fatalf("%d values emitted for one change of web's intentions and one of db's", got-n)
+	}
 }
 
 // TestConnectDefaultDenyAndACLErrors: with a default-deny ACL the
