@@ -76,6 +76,9 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 	byKey := map[string]discovery.WatchStatus{}
 	var catalogSt discovery.WatchStatus
 	for _, st := range d.client.Status() {
+		if st.Connect != nil {
+			continue // the mesh's watches report their own readiness
+		}
 		if st.Catalog != nil {
 			catalogSt = st
 			continue
@@ -163,7 +166,7 @@ func (d *discoverySet) sampleStaleness() {
 		return
 	}
 	for _, st := range d.client.Status() {
-		if st.Synced {
+		if st.Synced && st.Connect == nil {
 			label := st.Query.Service
 			if st.Catalog != nil {
 				label = discovery.CatalogEndpoint

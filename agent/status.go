@@ -198,6 +198,9 @@ func (d *discoverySet) report(now time.Time, maxStale time.Duration, readiness [
 	byKey := map[string]discovery.WatchStatus{}
 	var catalogSt *discovery.WatchStatus
 	for _, st := range d.client.Status() {
+		if st.Connect != nil {
+			continue
+		}
 		if st.Catalog != nil {
 			catalogSt = &st
 			continue

@@ -249,6 +249,9 @@ func (d *discoverySet) retargetLocked(cfg *hcl.Config, keepToken bool) ([]feedIt
 		}
 		if d.client != nil {
 			for _, st := range d.client.Status() {
+				if st.Connect != nil {
+					continue
+				}
 				k := st.Query.Key()
 				if st.Catalog != nil {
 					k = catalogKey

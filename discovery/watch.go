@@ -19,6 +19,9 @@ type WatchStatus struct {
 	Query Query
 	// Catalog is set for a [Client.WatchCatalog] instead of Query.
 	Catalog *CatalogQuery
+	// Connect is set for a Connect watch ([Client.WatchRoots],
+	// [Client.WatchLeaf], [Client.WatchIntentions]) instead of Query.
+	Connect *ConnectQuery
 	// Synced is true once at least one query succeeded (a snapshot was emitted).
 	Synced bool
 	// LastSuccess is when the last query succeeded; zero before the first.
@@ -56,8 +59,8 @@ func (w *watchState) update(f func(*WatchStatus)) {
 }
 
 // Status returns the status of every running watch: catalog watches first,
-// then service watches sorted by Query.Key(). Watches that returned are not
-// listed.
+// then service watches sorted by Query.Key(), then Connect watches sorted by
+// endpoint. Watches that returned are not listed.
 func (c *Client) Status() []WatchStatus {
 	c.mu.Lock()
 	out := make([]WatchStatus, 0, len(c.watches))
@@ -79,9 +82,12 @@ func (c *Client) Status() []WatchStatus {
 	order := make([]int, len(out))
 	for i, st := range out {
 		order[i] = i
-		if st.Catalog != nil {
+		switch {
+		case st.Catalog != nil:
 			keys[i] = "\x00" + st.Catalog.key() // catalog watches first
-		} else {
+		case st.Connect != nil:
+			keys[i] = "\x02" + st.Connect.Endpoint()
+		default:
 			keys[i] = "\x01" + st.Query.Key()
 		}
 	}

@@ -77,6 +77,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	c.Limits = buildGlobalLimits(top, m.Limits)
 	c.Tracing = buildTracing(top, m.Tracing)
 	c.AccessLog = buildAccessLog(top, m.AccessLog)
+	c.Connect = buildConnect(top, m.Connect) // connect.go
 	c.Listeners = buildListeners(top, m.Listeners)
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
 	checkReachable(top, c)

@@ -148,6 +148,9 @@ type Config struct {
 	// AccessLog is the top-level access_log block (nil when absent: no
 	// access log).
 	AccessLog *AccessLog
+	// Connect is the connect block: the Consul service mesh identity (nil
+	// when absent: not in the mesh). Parsed, not yet used.
+	Connect *Connect
 	// Listeners in source order (files in load order, blocks in file order).
 	Listeners []Listener
 	// Upstreams in source order.

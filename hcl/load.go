@@ -269,6 +269,7 @@ func (m *merger) add(file *hcl2.File, diags *hcl2.Diagnostics) {
 	mergeBlock(&m.raw.Limits, f.Limits, "limits", func(b *rawGlobalLimits) hcl2.Range { return b.DefRange }, diags)
 	mergeBlock(&m.raw.Tracing, f.Tracing, "tracing", func(b *rawTracing) hcl2.Range { return b.DefRange }, diags)
 	mergeBlock(&m.raw.AccessLog, f.AccessLog, "access_log", func(b *rawAccessLog) hcl2.Range { return b.DefRange }, diags)
+	mergeBlock(&m.raw.Connect, f.Connect, "connect", func(b *rawConnect) hcl2.Range { return b.DefRange }, diags)
 	m.raw.Listeners = append(m.raw.Listeners, f.Listeners...)
 	m.raw.Upstreams = append(m.raw.Upstreams, f.Upstreams...)
 }

@@ -35,6 +35,7 @@ type rawFile struct {
 	Limitss    []*rawGlobalLimits `hcl:"limits,block"`     // limits.go
 	Tracings   []*rawTracing      `hcl:"tracing,block"`    // tracing.go
 	AccessLogs []*rawAccessLog    `hcl:"access_log,block"` // accesslog.go
+	Connects   []*rawConnect      `hcl:"connect,block"`    // connect.go
 
 	// Set by collapse (one file) or by the merger (all files).
 	Consul    *rawConsul
@@ -43,6 +44,7 @@ type rawFile struct {
 	Limits    *rawGlobalLimits
 	Tracing   *rawTracing
 	AccessLog *rawAccessLog
+	Connect   *rawConnect
 }
 
 // rawConsul is the top-level consul block.
@@ -299,6 +301,7 @@ func (f *rawFile) collapse(diags *hcl2.Diagnostics) {
 	f.Limits = one(f.Limitss, "", "limits", diags)
 	f.Tracing = one(f.Tracings, "", "tracing", diags)
 	f.AccessLog = one(f.AccessLogs, "", "access_log", diags)
+	f.Connect = one(f.Connects, "", "connect", diags)
 	if c := f.Consul; c != nil {
 		c.TLS = one(c.TLSs, "consul", "tls", diags)
 		c.Register = one(c.Registers, "consul", "register", diags)

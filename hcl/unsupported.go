@@ -10,7 +10,9 @@ import (
 // its source range instead of being silently ignored. When the gateway gains
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
-var notYetSupported = map[string]string{}
+var notYetSupported = map[string]string{
+	"connect": "the connect block (the Consul service mesh identity, issue 23)",
+}
 
 // NotYetSupported reports whether feature (a key such as
 // "upstream.limits.max_queue") is parsed but not yet implemented by the

@@ -24,7 +24,7 @@ import (
 // conns.go, ...).
 var (
 	CounterDefinitions = slices.Concat(requestCounters, tunnelCounters, grpcCounters, healthCounters,
-		limitCounters, attemptCounters, accessLogCounters, authCounters, clientAddrCounters)
+		limitCounters, attemptCounters, accessLogCounters, authCounters, clientAddrCounters, connectCounters)
 	// SummaryDefinitions is empty: the request duration is a histogram,
 	// which has no definition (requests.go).
 	SummaryDefinitions []prometheus.SummaryDefinition
@@ -47,9 +47,11 @@ type Metrics struct {
 	overloads  sync.Map   // overloadKey → *flushedCount (limits.go)
 	attempts   sync.Map   // attemptKey → *flushedCount (attempts.go)
 	auths      sync.Map   // authKey → *flushedCount (auth.go)
-	tunnels    tunnelCounts
-	tunnelMu   sync.Mutex // one byte flush at a time (tunnels.go)
-	accessLog  accessLogCounts
+	// connectAuths: connectKey → *flushedCount (connect.go)
+	connectAuths sync.Map
+	tunnels      tunnelCounts
+	tunnelMu     sync.Mutex // one byte flush at a time (tunnels.go)
+	accessLog    accessLogCounts
 
 	proxyRefused sync.Map // proxyRefusedKey → *flushedCount (clientaddr.go)
 	samples      gaugeSamples // the sampled gauges' last values (samples.go)
@@ -88,7 +90,7 @@ func (gm *Metrics) Flush(now time.Time, live func(upstream string) bool) {
 	gm.flushMu.Lock()
 	defer gm.flushMu.Unlock()
 	gm.flushRequests(now, live)
-	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts, &gm.auths, &gm.proxyRefused} {
+	for _, m := range []*sync.Map{&gm.grpcCalls, &gm.rateLimits, &gm.overloads, &gm.attempts, &gm.auths, &gm.proxyRefused, &gm.connectAuths} {
 		gm.flushCounts(m, now, live)
 	}
 	gm.flushAccessLog(now)

@@ -1,0 +1,88 @@
+package hcl
+
+import (
+	"fmt"
+
+	hcl2 "github.com/hashicorp/hcl/v2"
+)
+
+// Connect is the top-level connect block (issue 23, interface.md): the
+// gateway's Consul Connect (service mesh) identity. Parsed and validated;
+// the gateway does not use it yet (a "Not yet supported" warning says so).
+// Comparable: == tells whether a reload changed it.
+type Connect struct {
+	// Service is the identity's Consul service name (`service`, required):
+	// the agent's leaf certificate is for
+	// spiffe://<trust-domain>/ns/default/dc/<dc>/svc/<Service>. Letters,
+	// digits, ".", "-" and "_" only (a SPIFFE path segment, SPIFFE-ID spec
+	// §2.2), at most 64 bytes.
+	Service string
+	// Native registers the gateway's own service as Connect-native
+	// (`native`, default false): an edge gateway in the mesh.
+	Native bool
+	// Range is the block's definition range, ServiceRange the service
+	// argument's (zero when absent), for later diagnostics.
+	Range, ServiceRange hcl2.Range
+}
+
+// rawConnect is the top-level connect block.
+type rawConnect struct {
+	DefRange hcl2.Range `hcl:",def_range"`
+
+	Service *hcl2.Attribute `hcl:"service,optional"`
+	Native  *hcl2.Attribute `hcl:"native,optional"`
+}
+
+func (r *rawConnect) defRange() hcl2.Range { return r.DefRange }
+
+// maxConnectService bounds connect.service: a DNS label's length, so the
+// outbound SNI <service>.default.<dc>.internal.<trust-domain> stays a
+// valid name.
+const maxConnectService = 63
+
+// buildConnect converts the connect block (nil: no mesh identity).
+func buildConnect(top blk, r *rawConnect) *Connect {
+	if r == nil {
+		return nil
+	}
+	b := top.child("connect", r.DefRange)
+	c := &Connect{Range: r.DefRange, Native: b.boolean(r.Native, false)}
+	if r.Service == nil {
+		b.blockErrorf("Missing required argument",
+			"the service of the mesh identity is required, e.g. service = \"web\" (the leaf certificate's SPIFFE ID names it).")
+		return c
+	}
+	c.ServiceRange = r.Service.Expr.Range()
+	s, ok := b.strOK(r.Service, "")
+	if !ok {
+		return c
+	}
+	if why := checkConnectService(s); why != "" {
+		b.errorf(r.Service, "", "Invalid service name", "%s", why)
+		return c
+	}
+	c.Service = s
+	b.unsupported("connect", r.DefRange)
+	return c
+}
+
+// checkConnectService says what is wrong with a Connect service name, ""
+// when nothing: it must be a SPIFFE path segment (SPIFFE-ID spec §2.2:
+// letters, digits, ".", "-", "_"; not "." or "..") and at most
+// maxConnectService bytes. gateway/mesh.ParseServiceID refuses the same.
+func checkConnectService(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty."
+	case len(s) > maxConnectService:
+		return fmt.Sprintf("%q is longer than %d bytes.", s, maxConnectService)
+	case s == "." || s == "..":
+		return fmt.Sprintf("%q cannot name a service.", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Sprintf("%q: byte %q is not allowed; a service name in a SPIFFE ID holds only letters, digits, \".\", \"-\" and \"_\".", s, c)
+		}
+	}
+	return ""
+}
