@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-metrics"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -158,14 +159,21 @@ func (d *discoverySet) readiness(maxStale time.Duration) (notReady, degraded []s
 	return notReady, degraded
 }
 
-// sampleStaleness sets the per-service last-success age gauge.
+// sampleStaleness sets the per-service last-success age gauge; called
+// every second, it samples every gateway.SampleEvery(services) calls.
 func (d *discoverySet) sampleStaleness() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.client == nil || d.metrics == nil {
 		return
 	}
-	for _, st := range d.client.Status() {
+	if d.staleTick++; d.staleTick < gateway.SampleEvery(d.staleN) {
+		return
+	}
+	d.staleTick = 0
+	statuses := d.client.Status()
+	d.staleN = len(statuses)
+	for _, st := range statuses {
 		if st.Synced && st.Connect == nil {
 			label := st.Query.Service
 			if st.Catalog != nil {

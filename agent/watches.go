@@ -34,6 +34,9 @@ const (
 type discoverySet struct {
 	log     hclog.Logger
 	metrics *metrics.Metrics
+	// staleTick and staleN pace sampleStaleness (guarded by mu): the ticks
+	// since the last sample, and the watches it saw.
+	staleTick, staleN int
 	gw      backendSink
 	// feedMu is held from copying snapshots to feeding them (flush, apply),
 	// so the gateway receives them in the order they were copied.
