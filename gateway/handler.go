@@ -87,6 +87,14 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		method = http.MethodGet // what the backend gets (tunnel.go)
 	}
 	rt := tbl.routes.Match(r.Host, path, method)
+	preflight := false
+	if r.Method == http.MethodOptions {
+		// A CORS preflight is about the request it announces: the route of
+		// that method answers it when it has a cors block (edge.go).
+		if prt := tbl.preflightRoute(r, path); prt != nil {
+			rt, method, preflight = prt, r.Header["Access-Control-Request-Method"][0], true
+		}
+	}
 	if rt == nil {
 		rec.finish(w, nil, nil, answer.NoRoute)
 		return
@@ -100,6 +108,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	rec.routed(rt.PathPrefix, rt.Host)
+	rec.edge = tbl.edgeOf(rt) // CORS, compression (edge.go)
 	up := rt.Target
 	if !routeAllows(tbl, rt, r) { // 403 ip_denied (clientaddr.go)
 		rec.finish(w, up, nil, answer.IPDenied)
@@ -114,6 +123,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	if rec.grpc.invalidTimeout() {
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
+		return
+	}
+	if preflight { // answered at the edge, before authentication (edge.go)
+		rec.answerPreflight(w, r, up, rec.edge.cors)
 		return
 	}
 	if !g.authenticate(&rec, w, r, tbl, rt, path) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
