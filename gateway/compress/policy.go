@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 )
 
 // Defaults of a compress block (README "Compression").
@@ -60,7 +62,7 @@ func New(c Config) (*Policy, error) {
 		types = DefaultTypes
 	}
 	for _, t := range types {
-		if why := CheckType(t); why != "" {
+		if why := edgerules.CheckMediaType(t); why != "" {
 			return nil, errors.New("compress: " + why)
 		}
 		t = strings.ToLower(t)
@@ -87,20 +89,6 @@ func New(c Config) (*Policy, error) {
 		p.offered = append(p.offered, cd)
 	}
 	return p, nil
-}
-
-// CheckType says why t is not a media type a compress block can list
-// ("type/subtype" or "type/*", RFC 9110 §8.3.1 tokens, no parameters), or
-// returns "".
-func CheckType(t string) string {
-	typ, sub, ok := strings.Cut(t, "/")
-	switch {
-	case !ok || !isToken(typ) || (sub != "*" && !isToken(sub)):
-		return fmt.Sprintf("%q is not a media type (type/subtype or type/*, without parameters)", t)
-	case typ == "*":
-		return fmt.Sprintf("%q would compress every response, images and archives included; list the types that compress (\"text/*\", \"application/json\")", t)
-	}
-	return ""
 }
 
 // Decision is the outcome of Decide for one response.
@@ -242,21 +230,4 @@ func Apply(h http.Header, d Decision) {
 	if et := h["Etag"]; len(et) == 1 && !strings.HasPrefix(et[0], "W/") && et[0] != "" {
 		h["Etag"] = []string{"W/" + et[0]}
 	}
-}
-
-// isToken reports whether s is an RFC 9110 §5.6.2 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

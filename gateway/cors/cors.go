@@ -11,10 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 )
 
 // MaxMaxAge bounds Config.MaxAge: browsers cap what they keep anyway
@@ -64,8 +65,8 @@ var (
 	ErrCredentialsWildcard = errors.New(`cors: allow_credentials cannot be combined with "*" (the Fetch standard ignores a "*" on a request with credentials)`)
 )
 
-// New compiles c. Errors: an origin, method or field name CheckOrigin,
-// CheckMethod or CheckHeader refuses, "*" together with AllowCredentials
+// New compiles c. Errors: an origin, method or field name
+// edgerules.CheckOrigin, CheckMethod or CheckHeader refuses, "*" together with AllowCredentials
 // (ErrCredentialsWildcard), a MaxAge out of range or not whole seconds.
 func New(c Config) (*Policy, error) {
 	p := &Policy{origins: map[string]bool{}, methods: map[string]bool{}, headers: map[string]bool{}, credentials: c.AllowCredentials}
@@ -77,14 +78,14 @@ func New(c Config) (*Policy, error) {
 			p.anyOrigin = true
 			continue
 		}
-		norm, why := CheckOrigin(o)
+		norm, why := edgerules.CheckOrigin(o)
 		if why != "" {
 			return nil, errors.New("cors: " + why)
 		}
 		p.origins[norm] = true
 	}
 	for _, m := range c.AllowMethods {
-		if why := CheckMethod(m); why != "" {
+		if why := edgerules.CheckMethod(m); why != "" {
 			return nil, errors.New("cors: " + why)
 		}
 		p.methods[m] = true
@@ -94,7 +95,7 @@ func New(c Config) (*Policy, error) {
 			if h == "*" {
 				continue
 			}
-			if why := CheckHeader(h); why != "" {
+			if why := edgerules.CheckHeader(h); why != "" {
 				return nil, errors.New("cors: " + why)
 			}
 		}
@@ -133,75 +134,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// CheckOrigin returns o as an origin's ASCII serialization (lower-case,
-// without the scheme's default port), or why o is not one: it must be
-// "scheme://host[:port]", without user info, path, query or fragment.
-// "null" (the origin of sandboxed documents and file: pages, which any
-// page can take) and wildcards ("https://*.example.com") are refused.
-func CheckOrigin(o string) (string, string) {
-	if o == "null" {
-		return "", `"null" is the origin of every sandboxed document and local file: allowing it allows any page that asks to be sandboxed`
-	}
-	if strings.Contains(o, "*") {
-		return "", fmt.Sprintf("%q: wildcards are not supported; list each origin, or \"*\" alone", o)
-	}
-	u, err := url.Parse(o)
-	switch {
-	case err != nil || u.Scheme == "" || u.Opaque != "":
-		return "", fmt.Sprintf("%q is not an origin (scheme://host[:port], as in \"https://app.example.com\")", o)
-	case u.User != nil:
-		return "", fmt.Sprintf("%q: an origin has no user info", o)
-	case u.Host == "" || u.Hostname() == "":
-		return "", fmt.Sprintf("%q: an origin has a host", o)
-	case u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(o, "#"):
-		return "", fmt.Sprintf("%q: an origin has no path, query or fragment (a browser sends \"%s://%s\")", o, strings.ToLower(u.Scheme), strings.ToLower(u.Host))
-	}
-	host := strings.ToLower(u.Host)
-	if port := u.Port(); port != "" {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 {
-			return "", fmt.Sprintf("%q: invalid port", o)
-		}
-		scheme := strings.ToLower(u.Scheme)
-		if scheme == "https" && n == 443 || scheme == "http" && n == 80 {
-			host = strings.TrimSuffix(host, ":"+port)
-		}
-	}
-	return strings.ToLower(u.Scheme) + "://" + host, ""
-}
-
-// CheckMethod says why m cannot be an allowed method, or returns "": it
-// must be a token (RFC 9110 §9.1), not one of the Fetch standard's
-// forbidden methods (CONNECT, TRACE, TRACK), which no browser sends, nor
-// a standard method in another case than upper (methods are
-// case-sensitive, and fetch() upper-cases DELETE, GET, HEAD, OPTIONS,
-// POST and PUT; PATCH is sent as written, and nearly always upper).
-func CheckMethod(m string) string {
-	switch {
-	case !isToken(m):
-		return fmt.Sprintf("%q is not an HTTP method token", m)
-	case m == "*":
-		return `"*" is not supported for methods; list them`
-	case strings.EqualFold(m, "CONNECT"), strings.EqualFold(m, "TRACE"), strings.EqualFold(m, "TRACK"):
-		return fmt.Sprintf("%q is a forbidden method of the Fetch standard: no browser sends it", m)
-	}
-	for _, std := range []string{"DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"} {
-		if m != std && strings.EqualFold(m, std) {
-			// Methods are case-sensitive; browsers upper-case these.
-			return fmt.Sprintf("%q never matches: methods are case-sensitive and browsers send %q", m, std)
-		}
-	}
-	return ""
-}
-
-// CheckHeader says why h is not a field name (RFC 9110 §5.1), or returns "".
-func CheckHeader(h string) string {
-	if !isToken(h) {
-		return fmt.Sprintf("%q is not a field name (RFC 9110 §5.1)", h)
-	}
-	return ""
 }
 
 // IsPreflight reports whether r is a CORS-preflight request: OPTIONS with
@@ -343,21 +275,4 @@ func addVary(h http.Header, name string) {
 		}
 	}
 	h["Vary"] = append(v[:len(v):len(v)], name)
-}
-
-// isToken reports whether s is an RFC 9110 §5.6.2 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

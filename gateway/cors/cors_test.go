@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 )
 
 func policy(t *testing.T, c Config) *Policy {
@@ -122,7 +124,7 @@ func TestCheckOrigin(t *testing.T) {
 		"http://app.example.com:8080": "http://app.example.com:8080",
 		"http://[::1]:3000":           "http://[::1]:3000",
 	} {
-		if got, why := CheckOrigin(in); got != want || why != "" {
+		if got, why := edgerules.CheckOrigin(in); got != want || why != "" {
 			t.Errorf("CheckOrigin(%q) = %q, %q; want %q", in, got, why, want)
 		}
 	}
