@@ -409,6 +409,10 @@ type Route struct {
 	// after routing (403 ip_denied; deny wins; an empty allow list allows
 	// all). Empty when absent.
 	IPAllow, IPDeny []string
+	// Compress and CORS are the route's response stages (edge.go; nil:
+	// none).
+	Compress *Compress
+	CORS     *CORS
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

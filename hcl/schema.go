@@ -219,6 +219,8 @@ type rawRoute struct {
 	ForwardAuths []*rawForwardAuth `hcl:"forward_auth,block"` // auth.go
 	IPAllow      *hcl2.Attribute   `hcl:"ip_allow,optional"`  // clientaddr.go
 	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`
+	Compresses   []*rawCompress    `hcl:"compress,block"` // edge.go
+	CORSs        []*rawCORS        `hcl:"cors,block"`     // edge.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -148,6 +148,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 func buildRoute(b blk, r *rawRoute) Route {
 	rt := Route{Range: r.DefRange}
 	buildRouteAuth(b, r, &rt) // auth.go
+	buildRouteEdge(b, r, &rt) // edge.go
 	if host, ok := b.strOK(r.Host, ""); ok {
 		norm, why := normalizeRouteHost(host)
 		if why != "" {
