@@ -276,3 +276,77 @@ func TestN07CurlCompressed(t *testing.T) {
 		}
 	}
 }
+
+// TestCompressStreamsFlushes: a streamed JSON response (no length, the
+// backend flushing between parts) is encoded without waiting for its end:
+// the client decodes the first part while the backend holds the second,
+// over every ingress and with each coding.
+func TestCompressStreamsFlushes(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		release := make(chan struct{})
+		part := `{"part":1,"pad":"` + strings.Repeat("p", 4000) + `"}` + "\n"
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, part)
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, `{"part":2}`+"\n")
+		}))
+		uc := staticUpstream("web", "/", be)
+		uc.Routes[0].Compress = &compress.Config{}
+		h := newHarnessOver(t, proto, uc)
+		for _, coding := range []string{"gzip", "br", "zstd"} {
+			req, _ := http.NewRequest("GET", h.base+"/stream", nil)
+			req.Header.Set("Accept-Encoding", coding)
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ce := resp.Header.Get("Content-Encoding"); ce != coding {
+				t.Fatalf("Content-Encoding %q; want %q", ce, coding)
+			}
+			var dec io.Reader
+			switch coding {
+			case "gzip":
+				zr, err := gzip.NewReader(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dec = zr
+			case "br":
+				dec = brotli.NewReader(resp.Body)
+			case "zstd":
+				zr, err := zstd.NewReader(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer zr.Close()
+				dec = zr
+			}
+			br := bufio.NewReader(dec)
+			first := make(chan string, 1)
+			go func() {
+				line, _ := br.ReadString('\n')
+				first <- line
+			}()
+			select {
+			case line := <-first:
+				if line != part {
+					t.Errorf("%s: first part %.40q", coding, line)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: the first part did not arrive while the backend held the second", coding)
+			}
+			release <- struct{}{}
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != `{"part":2}`+"\n" {
+				t.Errorf("%s: rest %q, %v", coding, rest, err)
+			}
+			resp.Body.Close()
+		}
+	})
+}
