@@ -98,3 +98,20 @@ func TestEdgeBlockErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFullExampleEdge: full.hcl's route "/app/" writes out compress and
+// cors with every default.
+func TestFullExampleEdge(t *testing.T) {
+	cfg, diags := Load([]string{"testdata/good/full.hcl"})
+	if diags.HasErrors() {
+		t.Fatal(linesOf(diags))
+	}
+	rt := cfg.Upstreams[1].Routes[2]
+	if c := rt.Compress; c == nil || !slices.Equal(c.Types, DefaultCompressTypes) || c.MinBytes != DefaultCompressMinBytes ||
+		!slices.Equal(c.Algorithms, DefaultCompressAlgorithms) {
+		t.Errorf("compress = %+v", rt.Compress)
+	}
+	if c := rt.CORS; c == nil || len(c.AllowOrigins)+len(c.AllowMethods)+len(c.AllowHeaders)+len(c.ExposeHeaders) != 0 || c.MaxAge != 0 || c.AllowCredentials {
+		t.Errorf("cors = %+v", rt.CORS)
+	}
+}
