@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,9 @@ func TestN07CompressionNeverBreaksAResponse(t *testing.T) {
 		uc := staticUpstream("web", "/", be)
 		uc.Routes[0].Compress = &compress.Config{MinBytes: 1024}
 		h := newHarnessOver(t, proto, uc)
+		if ri := h.gw.Routes(); len(ri) != 1 || !slices.Equal(ri[0].Compress, []string{"zstd", "br", "gzip"}) || ri[0].CORS {
+			t.Errorf("/v1/routes: %+v", ri)
+		}
 
 		get := func(path string, hdr ...string) (*http.Response, []byte) {
 			t.Helper()

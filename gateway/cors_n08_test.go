@@ -122,6 +122,11 @@ func TestN08CORSPreflightAtTheEdge(t *testing.T) {
 		if n := hits.Load(); n != 4 {
 			t.Errorf("%d requests reached the backend, want 4", n)
 		}
+		for _, ri := range h.gw.Routes() {
+			if !ri.CORS || ri.Compress != nil {
+				t.Errorf("/v1/routes: %+v", ri)
+			}
+		}
 	})
 }
 

@@ -16,13 +16,14 @@ import (
 // a route without it: a table without any has a nil map, and serve looks
 // nothing up.
 //
-//	route → [CORS preflight answered here] → authentication → ... → relay:
+//	route → [CORS preflight: rate limits, then answered here] → authentication → ... → relay:
 //	  backend's fields → CORS fields → compression decision → copy (encoded)
 //	gateway answers (finish): CORS fields
 //
-// A preflight comes before authentication: browsers send it without
-// credentials (Fetch standard §4.8, CORS-preflight request), so a route
-// behind api_keys or jwt must still answer it.
+// A preflight skips authentication: browsers send it without credentials
+// (Fetch standard §4.8, CORS-preflight request), so a route behind
+// api_keys or jwt must still answer it. The rate limits count it as any
+// request.
 
 // routeEdge is a route's compiled response stages (either nil).
 type routeEdge struct {

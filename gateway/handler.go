@@ -125,8 +125,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
 		return
 	}
-	if preflight { // answered at the edge, before authentication (edge.go)
-		rec.answerPreflight(w, r, up, rec.edge.cors)
+	if preflight { // answered at the edge, without authentication (edge.go)
+		if g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go): a preflight counts as any request
+			rec.answerPreflight(w, r, up, rec.edge.cors)
+		}
 		return
 	}
 	if !g.authenticate(&rec, w, r, tbl, rt, path) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
