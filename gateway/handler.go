@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/cors"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
@@ -20,9 +21,11 @@ import (
 //
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
-// route → early data → authentication → rate limits → concurrency limits → pick → the
-// attempts (attempts.go, hedge.go; tunnels: tunnel.go) → one Outcome
-// (recorder.go). The answers the gateway gives itself are answer.All.
+// route → early data → a CORS preflight answered (edge.go) →
+// authentication → rate limits → concurrency limits → pick → the
+// attempts (attempts.go, hedge.go; tunnels: tunnel.go; the response's
+// CORS fields and encoding: edge.go) → one Outcome (recorder.go). The
+// answers the gateway gives itself are answer.All.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request, refused answer.Answer) {
 	var rec recorder
 	rec.begin(g, listener, w, r)
@@ -92,7 +95,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		// A CORS preflight is about the request it announces: the route of
 		// that method answers it when it has a cors block (edge.go).
 		if prt := tbl.preflightRoute(r, path); prt != nil {
-			rt, method, preflight = prt, r.Header["Access-Control-Request-Method"][0], true
+			rt, method, preflight = prt, cors.RequestedMethod(r), true
 		}
 	}
 	if rt == nil {
