@@ -353,6 +353,11 @@ type Upstream struct {
 	SlowStart time.Duration
 	// Routes has at least one route.
 	Routes []Route
+	// Compress and CORS are the upstream's compress and cors blocks (nil:
+	// absent): the default of each of its routes that has none of its own
+	// (already copied into Routes; edge.go).
+	Compress *Compress
+	CORS     *CORS
 	// Backends are the static backends (may be empty when Consul is set).
 	Backends []Backend
 	// Consul configures discovered backends; nil when absent. At least one of

@@ -87,6 +87,27 @@ type CORS struct {
 	AllowCredentials bool
 }
 
+// buildUpstreamEdge converts an upstream's compress and cors blocks into
+// u, and gives them to each of its routes without a block of its own (a
+// route's block replaces the upstream's whole, arguments not merged).
+func buildUpstreamEdge(b blk, r *rawUpstream, u *Upstream) {
+	if c := one(r.Compresses, b.path, "compress", b.diags); c != nil {
+		u.Compress = buildCompress(b.child("compress", c.DefRange), c)
+	}
+	if c := one(r.CORSs, b.path, "cors", b.diags); c != nil {
+		u.CORS = buildCORS(b.child("cors", c.DefRange), c)
+	}
+	for i := range u.Routes {
+		rt := &u.Routes[i]
+		if rt.Compress == nil {
+			rt.Compress = u.Compress
+		}
+		if rt.CORS == nil {
+			rt.CORS = u.CORS
+		}
+	}
+}
+
 // buildRouteEdge converts a route's compress and cors blocks into rt.
 func buildRouteEdge(b blk, r *rawRoute, rt *Route) {
 	if c := one(r.Compresses, b.path, "compress", b.diags); c != nil {

@@ -115,3 +115,44 @@ func TestFullExampleEdge(t *testing.T) {
 		t.Errorf("cors = %+v", rt.CORS)
 	}
 }
+
+// TestUpstreamEdgeBlocks: an upstream's compress and cors are the default
+// of its routes without their own; a route's block replaces it whole.
+func TestUpstreamEdgeBlocks(t *testing.T) {
+	src := testListener + `upstream "api" {
+  compress { algorithms = ["gzip"] }
+  cors { allow_origins = ["https://app.example.com"] }
+  route { path_prefix = "/a/" }
+  route {
+    path_prefix = "/b/"
+    compress { min_bytes = 0 }
+    cors { allow_origins = ["*"] }
+  }
+  backend "b" { address = "http://127.0.0.1:8080" }
+}
+`
+	u := mustParse(t, src).Upstreams[0]
+	a, b := u.Routes[0], u.Routes[1]
+	if a.Compress != u.Compress || !slices.Equal(a.Compress.Algorithms, []string{"gzip"}) || a.Compress.MinBytes != 1024 {
+		t.Errorf("route /a/ compress = %+v", a.Compress)
+	}
+	if a.CORS != u.CORS || !slices.Equal(a.CORS.AllowOrigins, []string{"https://app.example.com"}) {
+		t.Errorf("route /a/ cors = %+v", a.CORS)
+	}
+	if !slices.Equal(b.Compress.Algorithms, DefaultCompressAlgorithms) || b.Compress.MinBytes != 0 || !slices.Equal(b.CORS.AllowOrigins, []string{"*"}) {
+		t.Errorf("route /b/: %+v %+v", b.Compress, b.CORS)
+	}
+	bad := testListener + `upstream "api" {
+  cors {
+    allow_origins     = ["*"]
+    allow_credentials = true
+  }
+  route {}
+  backend "b" { address = "http://127.0.0.1:8080" }
+}
+`
+	_, diags := Parse("a.hcl", []byte(bad))
+	if got := linesOf(diags); !strings.Contains(got, "a.hcl:"+posOf(bad, `["*"]`)+": ") || !strings.Contains(got, `upstream "api" cors allow_origins: allow_credentials = true cannot be combined`) {
+		t.Errorf("upstream cors with credentials and *:\n%s", got)
+	}
+}

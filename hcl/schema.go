@@ -191,6 +191,8 @@ type rawUpstream struct {
 	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
 	Retrys            []*rawRetry            `hcl:"retry,block"`      // retry.go
 	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
+	Compresses        []*rawCompress         `hcl:"compress,block"`   // edge.go
+	CORSs             []*rawCORS             `hcl:"cors,block"`       // edge.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul

@@ -101,6 +101,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 			u.Routes = append(u.Routes, rt)
 		}
 	}
+	buildUpstreamEdge(b, r, &u) // edge.go: the routes' default compress and cors
 
 	names := map[string]hcl2.Range{}
 	for _, rb := range r.Backends {
