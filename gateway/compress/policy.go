@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 )
 
@@ -133,7 +135,7 @@ func (p *Policy) Decide(method string, accept []string, status int, h http.Heade
 			return Decision{}
 		}
 	}
-	if hasToken(h["Cache-Control"], "no-transform") {
+	if httpguts.HeaderValuesContainsToken(h["Cache-Control"], "no-transform") {
 		return Decision{}
 	}
 	ct := h["Content-Type"]
@@ -175,29 +177,6 @@ func mediaType(v string) string {
 	return trimOWS(v)
 }
 
-// hasToken reports whether the comma-separated values hold the lower-case
-// token (case-insensitive), alone or as a directive's name (Cache-Control:
-// "no-transform", not "no-transform-x").
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for len(v) > 0 {
-			var elem string
-			if i := indexByte(v, ','); i >= 0 {
-				elem, v = v[:i], v[i+1:]
-			} else {
-				elem, v = v, ""
-			}
-			if i := indexByte(elem, '='); i >= 0 {
-				elem = elem[:i]
-			}
-			if equalFold(trimOWS(elem), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Field values Apply sets, shared (never modified).
 var (
 	codingValues = [numCodings][]string{None: nil, Zstd: {"zstd"}, Brotli: {"br"}, Gzip: {"gzip"}}
@@ -216,7 +195,7 @@ func Apply(h http.Header, d Decision) {
 		switch v := h["Vary"]; {
 		case len(v) == 0:
 			h["Vary"] = varyAE
-		case hasToken(v, "accept-encoding") || hasToken(v, "*"):
+		case httpguts.HeaderValuesContainsToken(v, "Accept-Encoding") || httpguts.HeaderValuesContainsToken(v, "*"):
 		default:
 			h["Vary"] = append(v[:len(v):len(v)], "Accept-Encoding")
 		}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 )
 
@@ -245,7 +247,7 @@ func (p *Policy) Respond(req, h http.Header) {
 		delete(h, k)
 	}
 	if !(p.anyOrigin && !p.credentials) {
-		addVary(h, "Origin")
+		addVaryOrigin(h)
 	}
 	origin := originOf(req)
 	if !p.allows(origin) {
@@ -260,19 +262,15 @@ func (p *Policy) Respond(req, h http.Header) {
 // varyOrigin is the Vary of a response without one.
 var varyOrigin = []string{"Origin"}
 
-// addVary adds name to h's Vary unless it lists it or "*".
-func addVary(h http.Header, name string) {
+// addVaryOrigin adds Origin to h's Vary unless it lists it or "*".
+func addVaryOrigin(h http.Header) {
 	v := h["Vary"]
 	if len(v) == 0 {
 		h["Vary"] = varyOrigin
 		return
 	}
-	for _, line := range v {
-		for _, t := range strings.Split(line, ",") {
-			if t = strings.TrimSpace(t); t == "*" || strings.EqualFold(t, name) {
-				return
-			}
-		}
+	if httpguts.HeaderValuesContainsToken(v, "Origin") || httpguts.HeaderValuesContainsToken(v, "*") {
+		return
 	}
-	h["Vary"] = append(v[:len(v):len(v)], name)
+	h["Vary"] = append(v[:len(v):len(v)], "Origin")
 }
