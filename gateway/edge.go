@@ -21,7 +21,7 @@ import (
 //	gateway answers (finish): CORS fields
 //
 // A preflight skips authentication: browsers send it without credentials
-// (Fetch standard §4.8, CORS-preflight request), so a route behind
+// (Fetch standard, "CORS-preflight request"), so a route behind
 // api_keys or jwt must still answer it. The rate limits count it as any
 // request.
 

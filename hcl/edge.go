@@ -184,7 +184,8 @@ func buildCORS(b blk, r *rawCORS) *CORS {
 	c.AllowCredentials = b.boolean(r.AllowCredentials, false)
 	if c.AllowCredentials {
 		// The Fetch standard ignores "*" on a request with credentials
-		// (§3.2.5): the browser would refuse every such response.
+		// ("CORS protocol and credentials"): the browser would refuse every
+		// such response.
 		for _, f := range []struct {
 			a    *hcl2.Attribute
 			list []string

@@ -2,7 +2,7 @@
 // route's Policy answers CORS-preflight requests at the edge and adds the
 // CORS response fields to the route's other responses, as the Fetch
 // standard's CORS protocol has them (https://fetch.spec.whatwg.org/#http-cors-protocol,
-// §3.2: "HTTP requests", "HTTP responses", "CORS protocol and credentials").
+// sections "HTTP requests", "HTTP responses", "CORS protocol and credentials").
 // Decisions are pure functions of the request's fields; nothing here
 // writes a response.
 package cors
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,14 +63,14 @@ type Policy struct {
 	allowMethods, allowHeaders, exposeHeaders, maxAge []string
 }
 
-// Errors of New (the agent's checks at load make them a bug).
-var (
-	ErrCredentialsWildcard = errors.New(`cors: allow_credentials cannot be combined with "*" (the Fetch standard ignores a "*" on a request with credentials)`)
-)
+// ErrCredentialsWildcard is New's error for AllowCredentials with a "*".
+var ErrCredentialsWildcard = errors.New(`cors: allow_credentials cannot be combined with "*" (the Fetch standard ignores a "*" on a request with credentials)`)
 
-// New compiles c. Errors: an origin, method or field name
-// edgerules.CheckOrigin, CheckMethod or CheckHeader refuses, "*" together with AllowCredentials
-// (ErrCredentialsWildcard), a MaxAge out of range or not whole seconds.
+// New compiles c. Errors (the agent's checks at load make them a bug): an
+// origin, method or field name that edgerules.CheckOrigin, CheckMethod or
+// CheckHeader refuses, "*" among other origins, "*" together with
+// AllowCredentials (ErrCredentialsWildcard), a MaxAge out of range or not
+// whole seconds.
 func New(c Config) (*Policy, error) {
 	p := &Policy{origins: map[string]bool{}, methods: map[string]bool{}, headers: map[string]bool{}, credentials: c.AllowCredentials}
 	for _, o := range c.AllowOrigins {
@@ -108,7 +109,7 @@ func New(c Config) (*Policy, error) {
 		}
 		p.headers[strings.ToLower(h)] = true
 	}
-	if c.AllowCredentials && (p.anyOrigin || p.anyHeader || contains(c.ExposeHeaders, "*")) {
+	if c.AllowCredentials && (p.anyOrigin || p.anyHeader || slices.Contains(c.ExposeHeaders, "*")) {
 		return nil, ErrCredentialsWildcard
 	}
 	if c.MaxAge < 0 || c.MaxAge > MaxMaxAge || c.MaxAge%time.Second != 0 {
@@ -127,15 +128,6 @@ func New(c Config) (*Policy, error) {
 		p.maxAge = []string{strconv.FormatInt(int64(c.MaxAge/time.Second), 10)}
 	}
 	return p, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // IsPreflight reports whether r is a CORS-preflight request: OPTIONS with
@@ -172,7 +164,7 @@ func (p *Policy) allows(origin string) bool {
 // are allowed, with the answer's fields set in h (Access-Control-Allow-
 // Origin, -Methods, -Headers, -Credentials, -Max-Age and Vary); false
 // when not, with only Vary set: the answer has no CORS fields, so the
-// browser's check fails (Fetch standard §4.10 CORS-preflight fetch).
+// browser's check fails (Fetch standard, "CORS-preflight fetch").
 func (p *Policy) Preflight(req, h http.Header) bool {
 	h["Vary"] = varyPreflight
 	origin := originOf(req)
@@ -218,10 +210,9 @@ var (
 )
 
 // allowOrigin sets Access-Control-Allow-Origin (and -Credentials) for an
-// allowed origin: "*" for any origin without credentials, else the origin
-// itself.
+// allowed origin: "*" when every origin is, else the origin itself.
 func (p *Policy) allowOrigin(h http.Header, origin string) {
-	if p.anyOrigin && !p.credentials {
+	if p.anyOrigin { // never with credentials (New)
 		h["Access-Control-Allow-Origin"] = anyValue
 	} else {
 		h["Access-Control-Allow-Origin"] = []string{origin}
@@ -246,7 +237,7 @@ func (p *Policy) Respond(req, h http.Header) {
 	for _, k := range responseFields {
 		delete(h, k)
 	}
-	if !(p.anyOrigin && !p.credentials) {
+	if !p.anyOrigin {
 		addVaryOrigin(h)
 	}
 	origin := originOf(req)
