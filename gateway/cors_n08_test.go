@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
+	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
+	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/internal/credfile"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
@@ -138,4 +140,55 @@ func TestN08CredentialsWithAnyOrigin(t *testing.T) {
 	if _, err := New(Config{Upstreams: []UpstreamConfig{uc}}); err == nil || !strings.Contains(err.Error(), "allow_credentials") {
 		t.Fatalf("New: %v", err)
 	}
+}
+
+// TestEdgeStagesTogether: on a route with cors, compress and a rate
+// limit, over every ingress: a preflight takes a rate-limit token (the
+// next one gets 429), and an encoded response varies by both Origin and
+// Accept-Encoding.
+func TestEdgeStagesTogether(t *testing.T) {
+	const app = "https://app.example.com"
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Vary", "Cookie")
+			w.Write(n07JSON)
+		}))
+		uc := staticUpstream("web", "/", be)
+		uc.Routes[0].CORS = &cors.Config{AllowOrigins: []string{app}}
+		uc.Routes[0].Compress = &compress.Config{}
+		h := newHarnessOver(t, proto, uc)
+		req, _ := http.NewRequest("GET", h.base+"/x", nil)
+		req.Header.Set("Origin", app)
+		req.Header.Set("Accept-Encoding", "gzip")
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if v := resp.Header.Values("Vary"); resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Access-Control-Allow-Origin") != app ||
+			strings.Join(v, ", ") != "Cookie, Origin, Accept-Encoding" {
+			t.Errorf("GET: %q, ACAO %q, Vary %q", resp.Header.Get("Content-Encoding"), resp.Header.Get("Access-Control-Allow-Origin"), v)
+		}
+
+		limited := staticUpstream("web", "/", be)
+		limited.Routes[0].CORS = uc.Routes[0].CORS
+		limited.RateLimit = &ratelimit.Config{RequestsPerSecond: 0.001, Burst: 1}
+		if err := h.gw.applyUpstreams([]UpstreamConfig{limited}); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{204, 429} {
+			req, _ := http.NewRequest("OPTIONS", h.base+"/x", nil)
+			req.Header.Set("Origin", app)
+			req.Header.Set("Access-Control-Request-Method", "GET")
+			resp, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("preflight %d: %d; want %d", i, resp.StatusCode, want)
+			}
+		}
+	})
 }
