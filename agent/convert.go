@@ -114,7 +114,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 	}
 	for _, r := range u.Routes {
 		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
-			Auth: routeAuth(r), IPRules: routeIPRules(r)})
+			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r)}) // edge.go
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})

@@ -37,7 +37,7 @@ type discoverySet struct {
 	// staleTick and staleN pace sampleStaleness (guarded by mu): the ticks
 	// since the last sample, and the watches it saw.
 	staleTick, staleN int
-	gw      backendSink
+	gw                backendSink
 	// feedMu is held from copying snapshots to feeding them (flush, apply),
 	// so the gateway receives them in the order they were copied.
 	feedMu  sync.Mutex

@@ -240,6 +240,7 @@ func (rec *recorder) relayDenial(w http.ResponseWriter, up *upstream.Upstream, d
 		h["Content-Type"] = nil
 	}
 	rec.setRequestID(h)
+	rec.corsFields(h)
 	rec.result(up, nil, d.Status, "")
 	w.WriteHeader(d.Status)
 	n, _ := w.Write(d.Body)

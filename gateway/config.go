@@ -11,7 +11,9 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
+	"github.com/impulse-agent/impulse-agent/gateway/cors"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
@@ -158,4 +160,10 @@ type RouteConfig struct {
 	// (deny wins; an empty allow list allows all). Apply switches them at
 	// once.
 	IPRules clientaddr.Rules
+	// CORS is the route's CORS policy (edge.go, cors.Config; nil: none):
+	// preflights answered at the edge, CORS fields on every response.
+	// Compress encodes the route's responses (compress.Config; nil: none).
+	// Apply switches both at once.
+	CORS     *cors.Config
+	Compress *compress.Config
 }

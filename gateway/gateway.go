@@ -47,6 +47,7 @@ type table struct {
 	limiters map[string]*concurrency.Limiter
 	attempts map[*upstream.Upstream]*retry.Settings
 	auth     authPolicies // routes with authentication (authn.go)
+	edge     edgePolicies // routes with cors or compress (edge.go)
 }
 
 // Gateway is the running dataplane. Create it with New, start listeners with
@@ -221,6 +222,9 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
+	if next.edge, err = buildEdgePolicies(ups); err != nil {
+		return fail(fmt.Errorf("gateway: %w", err))
+	}
 	if next.auth, err = g.buildAuthPolicies(old.auth, ups); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}

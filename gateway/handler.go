@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/cors"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
@@ -20,9 +21,11 @@ import (
 //
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
-// route → early data → authentication → rate limits → concurrency limits → pick → the
-// attempts (attempts.go, hedge.go; tunnels: tunnel.go) → one Outcome
-// (recorder.go). The answers the gateway gives itself are answer.All.
+// route → early data → a CORS preflight answered (edge.go) →
+// authentication → rate limits → concurrency limits → pick → the
+// attempts (attempts.go, hedge.go; tunnels: tunnel.go; the response's
+// CORS fields and encoding: edge.go) → one Outcome (recorder.go). The
+// answers the gateway gives itself are answer.All.
 func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request, refused answer.Answer) {
 	var rec recorder
 	rec.begin(g, listener, w, r)
@@ -87,6 +90,14 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		method = http.MethodGet // what the backend gets (tunnel.go)
 	}
 	rt := tbl.routes.Match(r.Host, path, method)
+	preflight := false
+	if r.Method == http.MethodOptions {
+		// A CORS preflight is about the request it announces: the route of
+		// that method answers it when it has a cors block (edge.go).
+		if prt := tbl.preflightRoute(r, path); prt != nil {
+			rt, method, preflight = prt, cors.RequestedMethod(r), true
+		}
+	}
 	if rt == nil {
 		rec.finish(w, nil, nil, answer.NoRoute)
 		return
@@ -100,6 +111,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	rec.routed(rt.PathPrefix, rt.Host)
+	rec.edge = tbl.edgeOf(rt) // CORS, compression (edge.go)
 	up := rt.Target
 	if !routeAllows(tbl, rt, r) { // 403 ip_denied (clientaddr.go)
 		rec.finish(w, up, nil, answer.IPDenied)
@@ -114,6 +126,12 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	}
 	if rec.grpc.invalidTimeout() {
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
+		return
+	}
+	if preflight { // answered at the edge, without authentication (edge.go)
+		if g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go): a preflight counts as any request
+			rec.answerPreflight(w, r, up, rec.edge.cors)
+		}
 		return
 	}
 	if !g.authenticate(&rec, w, r, tbl, rt, path) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)

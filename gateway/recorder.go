@@ -46,6 +46,8 @@ type recorder struct {
 	// tunnel is the open tunnel, whose bytes and lifetime the Outcome
 	// reports (nil: none).
 	tunnel *tunnel.Tunnel
+	// edge is the matched route's response stages (edge.go; nil: none).
+	edge *routeEdge
 	// set: the result is in out.
 	set bool
 	out observe.Outcome
@@ -148,6 +150,7 @@ func (rec *recorder) finish(w http.ResponseWriter, up *upstream.Upstream, b *ups
 		panic(http.ErrAbortHandler)
 	}
 	rec.setRequestID(w.Header())
+	rec.corsFields(w.Header()) // edge.go: a script may read the gateway's answers too
 	rec.result(up, b, a.Status, a.Reason)
 	if wire.IsGRPC(rec.r.Header) {
 		writeGRPCError(w, a)

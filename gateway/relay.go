@@ -76,8 +76,18 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	defer idle.release(resp)
 	rec.grpc.watch(resp)
 	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
+	rec.corsFields(resp.Header)   // edge.go
 	var backendErr, clientErr error
-	rec.out.BytesOut, backendErr, clientErr = wire.CopyResponse(w, resp, r.ProtoMajor)
+	if cw := rec.compressWriter(w, r, resp); cw != nil {
+		defer cw.Release()
+		rec.out.BytesOut, backendErr, clientErr = wire.CopyResponse(cw, resp, r.ProtoMajor)
+		if backendErr == nil && clientErr == nil {
+			clientErr = cw.Close() // only a whole body ends as a valid encoding
+		}
+		rec.out.BytesOut = cw.Written() // the bytes the client got
+	} else {
+		rec.out.BytesOut, backendErr, clientErr = wire.CopyResponse(w, resp, r.ProtoMajor)
+	}
 	switch {
 	case backendErr != nil && body.Failed() != reqbody.OK:
 		// The backend answered early, then the connection broke on the

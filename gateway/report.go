@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/transport"
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
@@ -25,12 +26,24 @@ type RouteInfo struct {
 	// IPRules is true when the route has ip_allow or ip_deny rules
 	// (RouteConfig.IPRules; the listener's are on /v1/listeners).
 	IPRules bool `json:"ip_rules,omitempty"`
+	// Compress names the codings the route offers, most preferred first
+	// (RouteConfig.Compress); omitted without a compress block. CORS is
+	// true when the route has a cors block.
+	Compress []string `json:"compress,omitempty"`
+	CORS     bool     `json:"cors,omitempty"`
 }
 
 // routeInfo describes route rc of upstream.
 func routeInfo(upstream string, rc *RouteConfig) RouteInfo {
-	return RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods),
-		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty()}
+	ri := RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods),
+		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty(), CORS: rc.CORS != nil}
+	if c := rc.Compress; c != nil {
+		ri.Compress = c.Algorithms
+		if ri.Compress == nil {
+			ri.Compress = compress.DefaultAlgorithms
+		}
+	}
+	return ri
 }
 
 // UpstreamInfo describes one upstream for the control API.

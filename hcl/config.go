@@ -356,6 +356,11 @@ type Upstream struct {
 	SlowStart time.Duration
 	// Routes has at least one route.
 	Routes []Route
+	// Compress and CORS are the upstream's compress and cors blocks (nil:
+	// absent): the default of each of its routes that has none of its own
+	// (already copied into Routes; edge.go).
+	Compress *Compress
+	CORS     *CORS
 	// Backends are the static backends (may be empty when Consul is set).
 	Backends []Backend
 	// Consul configures discovered backends; nil when absent. At least one of
@@ -412,6 +417,10 @@ type Route struct {
 	// after routing (403 ip_denied; deny wins; an empty allow list allows
 	// all). Empty when absent.
 	IPAllow, IPDeny []string
+	// Compress and CORS are the route's response stages (edge.go; nil:
+	// none).
+	Compress *Compress
+	CORS     *CORS
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

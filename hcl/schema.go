@@ -193,6 +193,8 @@ type rawUpstream struct {
 	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
 	Retrys            []*rawRetry            `hcl:"retry,block"`      // retry.go
 	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
+	Compresses        []*rawCompress         `hcl:"compress,block"`   // edge.go
+	CORSs             []*rawCORS             `hcl:"cors,block"`       // edge.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -221,6 +223,8 @@ type rawRoute struct {
 	ForwardAuths []*rawForwardAuth `hcl:"forward_auth,block"` // auth.go
 	IPAllow      *hcl2.Attribute   `hcl:"ip_allow,optional"`  // clientaddr.go
 	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`
+	Compresses   []*rawCompress    `hcl:"compress,block"` // edge.go
+	CORSs        []*rawCORS        `hcl:"cors,block"`     // edge.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -101,6 +101,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 			u.Routes = append(u.Routes, rt)
 		}
 	}
+	buildUpstreamEdge(b, r, &u) // edge.go: the routes' default compress and cors
 
 	names := map[string]hcl2.Range{}
 	for _, rb := range r.Backends {
@@ -148,6 +149,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 func buildRoute(b blk, r *rawRoute) Route {
 	rt := Route{Range: r.DefRange}
 	buildRouteAuth(b, r, &rt) // auth.go
+	buildRouteEdge(b, r, &rt) // edge.go
 	if host, ok := b.strOK(r.Host, ""); ok {
 		norm, why := normalizeRouteHost(host)
 		if why != "" {

@@ -28,6 +28,9 @@
 #   AGENT_BASE=/path use this binary as the baseline instead
 #   AGENT=/path      use this impulse-agent binary instead of building ./cmd/impulse-agent
 #   BENCH_ARGS=...   more flags for `bench run` (see `go run ./test/bench run -h`)
+#   COMPRESS=none    skip the compression table (edge-routing issue: MB/s per
+#                    coding for a 100 KB JSON response, BenchmarkCompress at
+#                    the gateway's levels, after the load runs; about 10 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -124,4 +127,18 @@ args+=(-caddy "$CADDY" -caddy-deb "$CADDY_DEB" -traefik "$TRAEFIK" -h2load "$H2L
 
 start=$(date +%s)
 "$dir/bench" run "${args[@]}"
+
+if [ "${COMPRESS:-}" != none ]; then
+  log "compression of a 100 KB JSON response (BenchmarkCompress, one core)"
+  echo
+  echo "| coding (level) | MB/s of JSON | encoded / JSON | allocs/op |"
+  echo "|---|---|---|---|"
+  "$GO" test -run '^$' -bench '^BenchmarkCompress$' -benchtime "${COMPRESS_TIME:-2s}" -cpu 1 -benchmem ./gateway/compress |
+    awk '$1 ~ /^BenchmarkCompress\// {
+      name = $1; sub(/^BenchmarkCompress\//, "", name)
+      level = (name == "zstd") ? "zstd (1)" : (name == "br") ? "br (3)" : "gzip (5)"
+      for (i = 2; i <= NF; i++) { if ($i == "MB/s") mbs = $(i-1); if ($i == "ratio") ratio = $(i-1); if ($i == "allocs/op") allocs = $(i-1) }
+      printf "| %s | %s | %.1f%% | %s |\n", level, mbs, ratio * 100, allocs
+    }'
+fi
 log "done in $(( $(date +%s) - start )) s"

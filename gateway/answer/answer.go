@@ -113,6 +113,9 @@ var (
 	// IPDenied: the client address is not allowed by a listener's or
 	// route's ip_allow / ip_deny.
 	IPDenied = Answer{403, "ip_denied", GRPCPermissionDenied, false, Response}
+	// CORSDenied: a CORS preflight the route's cors block does not allow
+	// (origin, method or a requested field); it carries no CORS field.
+	CORSDenied = Answer{403, "cors_denied", GRPCPermissionDenied, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -124,6 +127,7 @@ var All = []Answer{
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
 	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthForbidden, AuthUnavailable, AuthBusy,
 	IPDenied,
+	CORSDenied,
 }
 
 // byReason indexes All.

@@ -53,7 +53,7 @@ type Metrics struct {
 	tunnelMu     sync.Mutex // one byte flush at a time (tunnels.go)
 	accessLog    accessLogCounts
 
-	proxyRefused sync.Map // proxyRefusedKey → *flushedCount (clientaddr.go)
+	proxyRefused sync.Map     // proxyRefusedKey → *flushedCount (clientaddr.go)
 	samples      gaugeSamples // the sampled gauges' last values (samples.go)
 }
 

@@ -230,6 +230,22 @@ upstream "admin" {               # edge authentication on routes (README "Edge a
       realm          = "impulse-agent"
     }
   }
+  route {
+    path_prefix = "/app/"
+    compress {                   # absent: off (README "Compression"); for clients that accept it
+      types      = ["application/json", "text/*"]  # type/subtype or type/*
+      min_bytes  = 1024          # a smaller Content-Length is sent as it is
+      algorithms = ["zstd", "br", "gzip"]          # offered, most preferred first
+    }
+    cors {                       # absent: off (README "CORS"); preflights answered here
+      allow_origins     = []     # "scheme://host[:port]" each, or ["*"]
+      allow_methods     = []     # besides GET, HEAD and POST
+      allow_headers     = []     # request fields a preflight allows
+      expose_headers    = []     # response fields scripts may read
+      max_age           = "0s"   # Access-Control-Max-Age, whole seconds up to 24h; 0s: not sent
+      allow_credentials = false  # never with "*"
+    }
+  }
   backend "admin-1" {
     address = "http://127.0.0.1:8081"
   }

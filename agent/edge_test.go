@@ -1,0 +1,63 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
+)
+
+// TestEdgeConverted: a route's compress and cors blocks reach the
+// gateway's RouteConfig with hcl's defaults, and the gateway takes them;
+// a route without them has neither (the stages cost nothing there).
+func TestEdgeConverted(t *testing.T) {
+	cfgFile, _, _ := writeConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+upstream "api" {
+  route {
+    path_prefix = "/api/"
+    compress {}
+    cors {
+      allow_origins = ["https://App.example.com:443"]
+      allow_methods = ["GET", "PUT"]
+      max_age       = "10m"
+    }
+  }
+  route { path_prefix = "/plain/" }
+  backend "a" { address = "http://127.0.0.1:9000" }
+}
+`)
+	cfg, diags := hcl.Load([]string{cfgFile})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, plain := gc.Upstreams[0].Routes[0], gc.Upstreams[0].Routes[1]
+	if c := api.Compress; c == nil || c.MinBytes != 1024 || !slices.Equal(c.Algorithms, []string{"zstd", "br", "gzip"}) ||
+		!slices.Equal(c.Types, []string{"application/json", "text/*"}) {
+		t.Errorf("compress: %+v", api.Compress)
+	}
+	if c := api.CORS; c == nil || !slices.Equal(c.AllowOrigins, []string{"https://app.example.com"}) || c.MaxAge != 10*time.Minute ||
+		!slices.Equal(c.AllowMethods, []string{"GET", "PUT"}) {
+		t.Errorf("cors: %+v", api.CORS)
+	}
+	if plain.Compress != nil || plain.CORS != nil {
+		t.Errorf("a route without the blocks: %+v %+v", plain.Compress, plain.CORS)
+	}
+	gw, err := gateway.New(gateway.Config{Upstreams: gc.Upstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Shutdown(t.Context())
+}
