@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
-	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // TestClientAddressConverted: proxy_protocol, forwarded_headers, ip_allow
@@ -13,7 +12,7 @@ import (
 // Optional; udp "spp", "v2" and "" are gateway.UDPSPP, UDPProxyV2 and
 // UDPNone; absent blocks are nil.
 func TestClientAddressConverted(t *testing.T) {
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -63,14 +62,6 @@ upstream "api" {
   backend "a" { address = "http://127.0.0.1:9000" }
 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub, plain, quic, tcp := gc.Listeners[0], gc.Listeners[1], gc.Listeners[2], gc.Listeners[3]
 	a := netip.MustParseAddr
 	if pp := pub.ProxyProtocol; pp == nil || !pp.Optional || !pp.Trusted.Contains(a("10.2.3.4")) || pp.Trusted.Contains(a("11.0.0.1")) || pp.UDP != gateway.UDPSPP {

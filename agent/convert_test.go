@@ -31,7 +31,7 @@ func TestDiscoveryConfigResyncGrace(t *testing.T) {
 // TestLimitsConverted: listener.limits, upstream.limits and the top-level
 // limits reach the gateway's configuration unchanged.
 func TestLimitsConverted(t *testing.T) {
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -62,14 +62,6 @@ upstream "uploads" {
 }
 limits { max_requests = 5000 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := gc.Listeners[0].Limits
 	want := gateway.Limits{MaxHeaderBytes: 32768, MaxURIBytes: 4096, MaxRequestBodyBytes: 10 << 20, ReadHeaderTimeout: 5 * time.Second,
 		ClientBodyTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second, MaxConnections: 10000, MaxConcurrentStreams: 100}
@@ -92,7 +84,7 @@ limits { max_requests = 5000 }
 // pipeline; without a block, the defaults (body_idle 60s, no request
 // timeout).
 func TestTimeoutsConverted(t *testing.T) {
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -116,14 +108,6 @@ upstream "web" {
   backend "a" { address = "http://127.0.0.1:9001" }
 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	api, web := gc.Upstreams[0], gc.Upstreams[1]
 	if api.ConnectTimeout != time.Second || api.ResponseHeaderTimeout != 5*time.Second || api.IdleTimeout != 30*time.Second ||
 		api.BodyIdleTimeout != 15*time.Second || api.RequestTimeout != 10*time.Second {
@@ -145,7 +129,7 @@ func TestRetryConverted(t *testing.T) {
 	if err != nil || def != retry.Default() {
 		t.Fatalf("defaults: %+v, %v; want %+v", def, err, retry.Default())
 	}
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -168,14 +152,6 @@ upstream "api" {
   hedge { delay = "40ms" }
 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := retry.Policy{Attempts: 4, On: retry.Reset | retry.Status503, PerTryTimeout: 300 * time.Millisecond,
 		Backoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, MaxBodyBytes: 1024,
 		Budget: retry.Budget{Percent: 30, MinConcurrency: 1}}

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
-	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // TestEdgeConverted: a route's compress and cors blocks reach the
 // gateway's RouteConfig with hcl's defaults, and the gateway takes them;
 // a route without them has neither (the stages cost nothing there).
 func TestEdgeConverted(t *testing.T) {
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -35,14 +34,6 @@ upstream "api" {
   backend "a" { address = "http://127.0.0.1:9000" }
 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	api, plain := gc.Upstreams[0].Routes[0], gc.Upstreams[0].Routes[1]
 	if c := api.Compress; c == nil || c.MinBytes != 1024 || !slices.Equal(c.Algorithms, []string{"zstd", "br", "gzip"}) ||
 		!slices.Equal(c.Types, []string{"application/json", "text/*"}) {

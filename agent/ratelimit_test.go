@@ -4,14 +4,13 @@ import (
 	"testing"
 
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
-	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // TestRateLimitConverted: listener and upstream rate_limit blocks reach
 // the gateway as the configuration the gateway itself would make of them
 // (hcl's default burst is ratelimit's), and no block means no limit.
 func TestRateLimitConverted(t *testing.T) {
-	cfgFile, _, _ := writeConfig(t, `
+	gc := convertedConfig(t, `
 listener "public" {
   address = "127.0.0.1:0"
   tls {
@@ -35,14 +34,6 @@ upstream "web" {
   backend "a" { address = "http://127.0.0.1:9000" }
 }
 `)
-	cfg, diags := hcl.Load([]string{cfgFile})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	gc, err := gatewayConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		got  *ratelimit.Config
 		want ratelimit.Config

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
 	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 )
 
@@ -272,4 +274,20 @@ func TestUnauthenticatedControlRefused(t *testing.T) {
 	if code, body := r.control("POST", "/v1/reload", ""); code != http.StatusOK {
 		t.Fatalf("reload with allow_unauthenticated: %d %s", code, body)
 	}
+}
+
+// convertedConfig writes config as writeConfig does, loads it and returns
+// the gateway configuration the agent makes of it.
+func convertedConfig(t *testing.T, config string) gateway.Config {
+	t.Helper()
+	cfgFile, _, _ := writeConfig(t, config)
+	cfg, diags := hcl.Load([]string{cfgFile})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	gc, err := gatewayConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gc
 }
