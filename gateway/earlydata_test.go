@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
+	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
@@ -292,4 +294,66 @@ func TestI03EarlyData(t *testing.T) {
 			t.Errorf("turned off: Used0RTT %v, DidResume %v; want a resumption without 0-RTT", cs.Used0RTT, cs.TLS.DidResume)
 		}
 	})
+}
+
+// TestEarlyDataUnvalidatedAddress: a client address in 0-RTT data is not
+// validated (RFC 9000 §8.1: a spoofed source, or a spoofed balancer's
+// datagram header, is accepted with a session ticket), so where IP rules
+// would let it in, on the listener or the route, a 0-RTT GET is answered
+// 425 too_early and never reaches the backend; sent again after the
+// handshake, it is served. Without rules it is forwarded as before.
+func TestEarlyDataUnvalidatedAddress(t *testing.T) {
+	loopback := clientaddr.Rules{Allow: clientaddr.Prefixes{netip.MustParsePrefix("127.0.0.0/8")}}
+	for _, tc := range []struct {
+		name     string
+		listener clientaddr.Rules
+		route    clientaddr.Rules
+		status   int
+	}{
+		{"listener rules", loopback, clientaddr.Rules{}, http.StatusTooEarly},
+		{"route rules", clientaddr.Rules{}, loopback, http.StatusTooEarly},
+		{"no rules", clientaddr.Rules{}, clientaddr.Rules{}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := &earlyBackend{}
+			uc := staticUpstream("u", "/", testbackend.NewH1(t, be))
+			uc.Routes[0].IPRules = tc.route
+			h := startHarness(t, ListenerConfig{EarlyData: true, IPRules: tc.listener}, ProtocolH3, uc)
+			cache := newTicketCache()
+			tc2 := &tls.Config{RootCAs: h.cert.Pool, ServerName: "localhost", ClientSessionCache: cache}
+			if !primeTicket(t, h, tc2, cache) {
+				t.Fatal("the session ticket does not offer early data")
+			}
+			relay := newUDPRelay(t, h.gw.Addrs()["test"].String(), true)
+			tr := &http3.Transport{TLSClientConfig: tc2, Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+				return quic.DialAddrEarly(ctx, relay.addr(), tlsCfg, cfg)
+			}}
+			defer tr.Close()
+			req, _ := http.NewRequest(http3.MethodGet0RTT, h.base+"/early", nil)
+			early := goRoundTrip(tr, req)
+			if tc.status == http.StatusTooEarly {
+				eventually(t, 10*time.Second, func() bool {
+					// The listener's rules answer before routing: no upstream.
+					return requestsCountedOver(h.gw, ProtocolH3, "u", "4xx", answer.TooEarly.Reason)+
+						requestsCountedOver(h.gw, ProtocolH3, "", "4xx", answer.TooEarly.Reason) == 1
+				}, "the 0-RTT GET to be answered")
+			} else {
+				eventually(t, 10*time.Second, func() bool { return be.saw("GET /early 1") }, "the 0-RTT GET to reach the backend")
+			}
+			relay.release()
+			if r := await(t, early, "GET /early"); r.err != nil || r.resp.StatusCode != tc.status {
+				t.Fatalf("0-RTT GET: %+v, want %d", r, tc.status)
+			}
+			if tc.status != http.StatusTooEarly {
+				return
+			}
+			if be.saw("GET /early 1") {
+				t.Error("the backend saw the 0-RTT GET")
+			}
+			req, _ = http.NewRequest(http.MethodGet, h.base+"/early", nil)
+			if r := await(t, goRoundTrip(tr, req), "GET /early after the handshake"); r.err != nil || r.resp.StatusCode != 200 {
+				t.Errorf("GET after the handshake: %+v", r)
+			}
+		})
+	}
 }

@@ -113,8 +113,8 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	rec.routed(rt.PathPrefix, rt.Host)
 	rec.edge = tbl.edgeOf(rt) // CORS, compression (edge.go)
 	up := rt.Target
-	if !routeAllows(tbl, rt, r) { // 403 ip_denied (clientaddr.go)
-		rec.finish(w, up, nil, answer.IPDenied)
+	if a := routeAdmits(tbl, rt, r); a.Status != 0 { // 403 ip_denied, 425 (clientaddr.go)
+		rec.finish(w, up, nil, a)
 		return
 	}
 	switch earlyDataAction(r.Method, ingress.InEarlyData(r)) {

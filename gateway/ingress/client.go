@@ -226,7 +226,9 @@ func socketContext(ctx context.Context, c net.Conn) context.Context {
 // request and the same for every protocol: from a peer in the listener's
 // trusted forwarders, the address their headers report becomes
 // r.RemoteAddr (the peer kept as clientaddr.Peer); then the listener's IP
-// rules refuse a client they do not allow (403 ip_denied) unless the
+// rules refuse a client they do not allow (403 ip_denied), or answer 425
+// to one in early data they would allow (its address is not validated),
+// unless the
 // adapter refused r already.
 func (c *clientConf) settleClient(r *http.Request, refused answer.Answer) (*http.Request, answer.Answer) {
 	if len(c.forwarded) > 0 {
@@ -238,8 +240,16 @@ func (c *clientConf) settleClient(r *http.Request, refused answer.Answer) (*http
 			}
 		}
 	}
-	if refused.Status == 0 && !c.rules.Allows(clientaddr.Of(r)) {
-		refused = answer.IPDenied
+	if refused.Status == 0 && !c.rules.Empty() {
+		switch {
+		case !c.rules.Allows(clientaddr.Of(r)):
+			refused = answer.IPDenied
+		case InEarlyData(r):
+			// An address in 0-RTT data is not validated yet (RFC 9000
+			// §8.1): it cannot be what lets a request in. 425: the client
+			// sends it again after the handshake (RFC 8470 §5.2).
+			refused = answer.TooEarly
+		}
 	}
 	return r, refused
 }
