@@ -262,6 +262,10 @@ func New(cfg Config) (*Client, error) {
 	// at once in a 5,000-service cold start, with 6 requests in flight).
 	rt := transport.Clone()
 	rt.MaxConnsPerHost, rt.MaxIdleConnsPerHost = maxReads, maxReads
+	// Reads come in bursts: an idle one held for net/http's 90 s counts
+	// against Consul's limits.http_max_conns_per_client while the feed may
+	// need to reconnect.
+	rt.IdleConnTimeout = readIdleTimeout
 	rcfg := *apiCfg
 	rcfg.Transport = rt
 	rcfg.HttpClient = &http.Client{Transport: rt, Timeout: hc.Timeout, CheckRedirect: hc.CheckRedirect}
@@ -271,6 +275,9 @@ func New(cfg Config) (*Client, error) {
 	cl.readHTTP = rcfg.HttpClient
 	return cl, nil
 }
+
+// readIdleTimeout is how long an idle re-read connection stays open.
+const readIdleTimeout = 5 * time.Second
 
 // Close releases idle connections to Consul. It does not stop watches: cancel
 // their contexts for that. The Client stays usable.

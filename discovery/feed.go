@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -371,6 +372,13 @@ func loopFeed[T any](ctx context.Context, f *feed, st *watchState, endpoint stri
 				args = append(args, "hint", qe.hint)
 			}
 			f.log.Warn("consul query failed; keeping the last known instances", args...)
+			if qe.status == http.StatusTooManyRequests {
+				// Consul's connection limit (limits.http_max_conns_per_client)
+				// refused the feed's connection: free the idle re-read
+				// connections it counts, or the feed cannot get back until
+				// they time out, and the watches wait for the feed.
+				c.readHTTP.CloseIdleConnections()
+			}
 			failures = attempt
 			c.metrics.queryError(label, qe.reason)
 			st.update(func(s *WatchStatus) { s.LastError, s.LastErrorReason = qe.Error(), qe.reason })
