@@ -85,7 +85,7 @@ func buildJWT(b blk, r *rawJWT, rt *Route) *JWT {
 	switch {
 	case rt.BasicAuth != nil:
 		b.blockErrorf("Conflicting authentication", "basic_auth and jwt both read Authorization; a route has one of them.")
-	case rt.APIKeys != nil && strings.EqualFold(rt.APIKeys.Header, "Authorization"):
+	case rt.APIKeys != nil && fieldKey(rt.APIKeys.Header) == "authorization":
 		b.blockErrorf("Conflicting authentication", "api_keys reads its key from Authorization, which carries the bearer token.")
 	}
 	if iss, ok := b.strOK(r.Issuer, ""); r.Issuer == nil || ok && iss == "" {
@@ -215,7 +215,7 @@ func (b blk) forwardClaims(a *hcl2.Attribute) map[string]string {
 		return nil
 	}
 	out := map[string]string{}
-	fields := map[string]string{} // lower-cased field, "-" for "_" → claim
+	fields := map[string]string{} // fieldKey(field) → claim
 	for _, p := range pairs {
 		kv, kds := p.Key.Value(nil)
 		if kds.HasErrors() || kv.IsNull() || !kv.Type().Equals(cty.String) || kv.AsString() == "" {
@@ -228,12 +228,12 @@ func (b blk) forwardClaims(a *hcl2.Attribute) map[string]string {
 		if !ok {
 			continue
 		}
-		key := strings.ReplaceAll(strings.ToLower(field), "_", "-")
+		key := fieldKey(field)
 		switch {
 		case !isToken(field):
 			b.errorf(item, "", "Invalid value", "%q is not a field name (RFC 9110 §5.1).", field)
-		case isReservedKeyHeader(field) || strings.EqualFold(field, "Authorization"):
-			b.errorf(item, "", "Invalid value", "%q cannot be set on the request.", field)
+		case isReservedKeyHeader(field) || key == "authorization":
+			b.errorf(item, "", "Invalid value", "%q cannot be set on the request%s.", field, spelling(field))
 		case fields[key] != "":
 			b.errorf(item, "", "Duplicate field", "%q already carries claim %q.", field, fields[key])
 		default:
