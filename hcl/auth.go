@@ -239,7 +239,7 @@ func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {
 		b.errorf(nil, "address", "Missing address", "address is required, as in \"http://127.0.0.1:4181\".")
 	case ok:
 		if why := checkForwardAddress(addr); why != "" {
-			b.errorf(r.Address, "", "Invalid address", "%s; got %q.", why, addr)
+			b.errorf(r.Address, "", "Invalid address", "%s; got %q.", why, redactURL(addr))
 		} else {
 			f.Address = addr
 		}

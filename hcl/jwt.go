@@ -99,8 +99,9 @@ func buildJWT(b blk, r *rawJWT, rt *Route) *JWT {
 		b.errorf(r.Audiences, "audiences", "Missing audiences", "audiences is required, with at least one: a token's \"aud\" must name one (RFC 8725 §3.9).")
 	}
 	if r.Algorithms != nil {
+		before := b.errCount()
 		j.Algorithms = b.strList(r.Algorithms, func(alg string) string { return jwks.CheckAlgorithm(alg) })
-		if len(j.Algorithms) == 0 {
+		if len(j.Algorithms) == 0 && b.errCount() == before { // not when each was refused: one error each is enough
 			b.errorf(r.Algorithms, "", "Missing algorithms", "at least one algorithm is required (%s).", strings.Join(jwks.Algorithms, ", "))
 		}
 		for i, alg := range j.Algorithms {
@@ -132,7 +133,7 @@ func (b blk) jwtKeys(r *rawJWT, j *JWT) {
 	if r.JWKSURL != nil {
 		if u, ok := b.strOK(r.JWKSURL, ""); ok {
 			if why := checkJWKSURL(u); why != "" {
-				b.errorf(r.JWKSURL, "", "Invalid jwks_url", "%s; got %q.", why, u)
+				b.errorf(r.JWKSURL, "", "Invalid jwks_url", "%s; got %q.", why, redactURL(u))
 			} else {
 				j.JWKSURL = u
 			}
@@ -199,6 +200,28 @@ func checkJWKSURL(s string) string {
 		return "a fragment is not allowed"
 	}
 	return ""
+}
+
+// redactURL is s as a message may quote it: its user info, which may be a
+// password or a token, replaced by "xxxxx" ("https://xxxxx@host/path"),
+// whether or not s parses as a URL.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		scheme, rest = "", s
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return s
+	}
+	if ok {
+		scheme += "://"
+	}
+	return scheme + "xxxxx" + rest[at:]
 }
 
 // forwardClaims converts forward_claims, a map of claim names to request

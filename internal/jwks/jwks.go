@@ -62,6 +62,11 @@ func CheckAlgorithm(alg string) string {
 	case strings.HasPrefix(strings.ToUpper(alg), "HS"):
 		return fmt.Sprintf("%q is HMAC, a shared secret: keys come from a JWKS of public keys, and a token signed with a public key as the secret would pass (RFC 8725 §2.1, §3.1)", alg)
 	}
+	for _, a := range Algorithms {
+		if strings.EqualFold(a, alg) {
+			return fmt.Sprintf("%q is not a supported algorithm: names are case-sensitive (RFC 7515 §4.1.1), write %q", alg, a)
+		}
+	}
 	return fmt.Sprintf("%q is not a supported algorithm (%s)", alg, strings.Join(Algorithms, ", "))
 }
 
