@@ -205,3 +205,13 @@ func TestURLUserInfoNeverEchoed(t *testing.T) {
 		}
 	}
 }
+
+// TestJWKSFileBOM: a jwks_file a Windows editor saved with a UTF-8 byte
+// order mark is read as the same set.
+func TestJWKSFileBOM(t *testing.T) {
+	set := writeCred(t, t.TempDir(), "jwks.json", "\xEF\xBB\xBF"+string(testjwt.JWKS(testjwt.ES256("k1"))))
+	cfg := mustParse(t, authUpstream(fmt.Sprintf("    jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_file = %q\n}", set)))
+	if j := cfg.Upstreams[0].Routes[0].JWT; j.JWKS == nil || j.JWKS.Len() != 1 {
+		t.Errorf("jwt = %+v", j)
+	}
+}

@@ -13,6 +13,7 @@
 package jwks
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -168,10 +169,13 @@ var ErrNoUsableKey = errors.New("no key usable with the configured algorithms")
 // key holding secret material (private parameters or an "oct" key), and a
 // set with keys of which none is usable (wrapping ErrNoUsableKey; an empty
 // "keys" array is no error: the caller decides). No error quotes a key.
+// A leading UTF-8 byte order mark (Windows editors write one) is ignored,
+// as RFC 8259 §8.1 allows.
 func Parse(data []byte, algs []string) (*Set, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("the key set is over %d bytes", MaxBytes)
 	}
+	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
 	var doc struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
