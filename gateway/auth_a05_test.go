@@ -68,7 +68,8 @@ func bearerOf(token string) http.Header { return http.Header{"Authorization": {"
 // audience or issuer, alg none, HS256 keyed by the public key, an unknown
 // kid, malformed and oversized tokens get 401 auth_invalid with an
 // invalid_token challenge; no token gets 401 auth_required with a bare
-// Bearer challenge; a valid token without a forwarded claim gets 403
+// Bearer challenge; two Authorization fields get 400 auth_malformed with
+// an invalid_request challenge (RFC 6750 §3.1); a valid token without a forwarded claim gets 403
 // auth_forbidden (insufficient_scope). A client's X-User never reaches
 // the backend. The access log says jwt:RESULT with sub as auth_subject,
 // impulse_auth counts each, and no token is logged.
@@ -128,6 +129,8 @@ func TestA05JWT(t *testing.T) {
 			invalid("malformed, two parts", "a.b", "malformed token"),
 			invalid("malformed, bad base64", "@@@.@@@.@@@", "malformed token"),
 			invalid("huge", valid+strings.Repeat("A", auth.MaxTokenBytes), "token over 8192 bytes"),
+			{"two Authorization fields", "/jwt/a", http.Header{"Authorization": {"Bearer " + valid, "Bearer " + valid}}, 400, "auth_malformed",
+				`Bearer realm="impulse-agent", error="invalid_request", error_description="more than one Authorization field"`, "jwt:malformed"},
 			{"no sub", "/jwt/a", bearerOf(es.Sign(claims("sub", nil))), 403, "auth_forbidden", `error="insufficient_scope"`, "jwt:forbidden"},
 			{"no email", "/claims/a", bearerOf(valid), 403, "auth_forbidden", `error="insufficient_scope", error_description="a required claim is missing"`, "jwt:forbidden"},
 			{"email", "/claims/a", bearerOf(es.Sign(claims("email", "alice@example.com"))), 200, "", "", "jwt:ok"},
@@ -171,7 +174,7 @@ func TestA05JWT(t *testing.T) {
 			}
 			checkFields(t, lines[i], want)
 		}
-		for res, n := range map[string]float64{"ok": 4, "missing": 2, "denied": 12, "forbidden": 2} {
+		for res, n := range map[string]float64{"ok": 4, "missing": 2, "denied": 12, "malformed": 1, "forbidden": 2} {
 			if got := counterSum(h.gw, msink, "impulse.auth", map[string]string{"method": "jwt", "result": res}); got != n {
 				t.Errorf("impulse_auth{method=jwt,result=%s} = %v, want %v", res, got, n)
 			}

@@ -144,7 +144,9 @@ func closeRetiredForwards(old, next authPolicies) {
 // path is the normalized path the route matched (normalizeTarget), which
 // forward auth describes with the query. A refusal is answered here: 401
 // auth_required (no credentials) or auth_invalid (wrong ones), with
-// WWW-Authenticate for basic_auth and jwt; 403 auth_forbidden for a valid
+// WWW-Authenticate for basic_auth and jwt; 400 auth_malformed for a jwt
+// route's request with more than one Authorization field
+// (WWW-Authenticate with invalid_request); 403 auth_forbidden for a valid
 // token without a claim to forward (WWW-Authenticate with
 // insufficient_scope); 429 auth_busy with Retry-After: 1 when
 // a password would need a bcrypt slot and none is free; the auth
@@ -197,6 +199,8 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 			a = answer.AuthRequired
 		case auth.ResultForbidden:
 			a = answer.AuthForbidden
+		case auth.ResultMalformed:
+			a = answer.AuthMalformed
 		}
 		rec.finish(w, up, nil, a)
 	}
@@ -207,7 +211,7 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 var authFields = func() map[auth.Step]string {
 	m := map[auth.Step]string{}
 	for _, method := range []string{auth.MethodAPIKey, auth.MethodBasic, auth.MethodJWT, auth.MethodForward} {
-		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultForbidden, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
+		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultMalformed, auth.ResultForbidden, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
 			m[auth.Step{Method: method, Result: res}] = method + ":" + res
 		}
 	}

@@ -39,6 +39,10 @@ const (
 	// not valid; forward auth: the service answered something other than
 	// 2xx).
 	ResultDenied = "denied"
+	// ResultMalformed: jwt only: the request is malformed for bearer
+	// authentication, more than one Authorization field (400
+	// invalid_request, RFC 6750 §3.1: it "repeats the same parameter").
+	ResultMalformed = "malformed"
 	// ResultForbidden: jwt only: a valid token without a claim the route
 	// forwards (403 insufficient_scope, RFC 6750 §3.1).
 	ResultForbidden = "forbidden"
@@ -129,7 +133,7 @@ type Step struct {
 // user, a named API key, a token's "sub"; "" otherwise). Denial is the
 // auth service's answer to relay when forward auth refused (nil
 // otherwise). Challenge is the WWW-Authenticate value of a 401 or 403
-// refusal by basic_auth or jwt ("" otherwise: an API key in a header has
+// refusal by basic_auth or jwt, or of jwt's 400 ("" otherwise: an API key in a header has
 // no registered scheme, RFC 9110 §11.6.1 notwithstanding; README "Edge
 // authentication").
 type Decision struct {

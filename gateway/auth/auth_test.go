@@ -196,7 +196,7 @@ func TestAuthMetricHelp(t *testing.T) {
 		t.Fatal("no impulse_auth definition")
 	}
 	for _, v := range []string{MethodAPIKey, MethodBasic, MethodJWT, MethodForward,
-		ResultOK, ResultMissing, ResultDenied, ResultForbidden, ResultUnavailable, ResultCanceled, ResultBusy} {
+		ResultOK, ResultMissing, ResultDenied, ResultMalformed, ResultForbidden, ResultUnavailable, ResultCanceled, ResultBusy} {
 		if !strings.Contains(help, " "+v+",") && !strings.Contains(help, "("+v+",") && !strings.Contains(help, " "+v+")") {
 			t.Errorf("impulse_auth HELP does not name %q: %s", v, help)
 		}
