@@ -168,11 +168,15 @@ type Policy struct {
 // Shared are the parts of a policy that hold connections and state worth
 // keeping across reloads, made by the caller (nil: New makes them):
 // Forward for Config.Forward, Keys for Config.JWT's jwks_url. OnFetch is
-// given to the RemoteKeys New makes.
+// given to the RemoteKeys New makes. Carry, when New makes a RemoteKeys,
+// is the one it replaces (the same issuer's, before a reload changed its
+// jwks_url or jwks_ca_file): its last good set verifies until the new
+// one's first successful fetch, within its stale bound.
 type Shared struct {
 	Forward *Forward
 	Keys    *RemoteKeys
-	OnFetch func(url string, err error)
+	OnFetch func(FetchReport)
+	Carry   *RemoteKeys
 }
 
 // New compiles c. Errors: an invalid forward_auth address or timeout, a
@@ -197,7 +201,7 @@ func New(c Config, shared Shared) (*Policy, error) {
 		}
 		keys := shared.Keys
 		if j.JWKSURL != "" && keys == nil {
-			k, err := NewRemoteKeys(j, shared.OnFetch)
+			k, err := newRemoteKeys(j, shared.OnFetch, shared.Carry)
 			if err != nil {
 				return nil, err
 			}
@@ -227,6 +231,14 @@ func New(c Config, shared Shared) (*Policy, error) {
 
 // Forward is the policy's forward auth (nil: none).
 func (p *Policy) Forward() *Forward { return p.forward }
+
+// Issuer is the issuer of the policy's jwt ("" without one).
+func (p *Policy) Issuer() string {
+	if p.jwt == nil {
+		return ""
+	}
+	return p.jwt.issuer
+}
 
 // Keys is the policy's remote key set (nil: none, or a jwks_file).
 func (p *Policy) Keys() *RemoteKeys {
