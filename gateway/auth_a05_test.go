@@ -343,6 +343,9 @@ func TestJWKSReloadCarriesSet(t *testing.T) {
 	if strings.Contains(logs.String(), "last good set") {
 		t.Errorf("a last good set is claimed before any:\n%s", logs)
 	}
+	if s := h.gw.KeySets(); len(s) != 1 || s[0].Usable || s[0].LastErr == nil || !s[0].StaleAt.IsZero() {
+		t.Errorf("key sets at startup, the server down: %+v", s)
+	}
 	srv.SetDown(false)
 	clk.Add(auth.JWKSMinFetchInterval)
 	expect("the server back", sign(k1, a05Issuer), 200, "")
@@ -363,6 +366,9 @@ func TestJWKSReloadCarriesSet(t *testing.T) {
 	logged("the reload", "the key set's source changed; the previous source's last good set verifies until the new one is fetched")
 	logged("the new source's failure", "fetching the key set from the new source failed; the previous source's last good set is kept until a fetch succeeds")
 	logged("the stale time", "stale_at="+fetchedAt.Add(auth.JWKSStaleAfter).UTC().Format(time.RFC3339))
+	if s := h.gw.KeySets(); len(s) != 1 || !s[0].Usable || !s[0].Carried || !s[0].FetchedAt.Equal(fetchedAt) || s[0].LastErr == nil {
+		t.Errorf("key sets with the set carried: %+v", s)
+	}
 
 	// A new issuer's block carries nothing: the old set is not its
 	// provider's.

@@ -182,6 +182,18 @@ func (g *Gateway) logJWKSFetch(f auth.FetchReport) {
 	}
 }
 
+// KeySets is the state of every jwks_url key set the routes use, by URL
+// (for /v1/ready: a set that does not verify, or verifies through failed
+// fetches, is degraded service).
+func (g *Gateway) KeySets() []auth.KeysState {
+	var out []auth.KeysState
+	for k := range g.table.Load().auth.keys() {
+		out = append(out, k.State())
+	}
+	slices.SortFunc(out, func(a, b auth.KeysState) int { return strings.Compare(a.URL, b.URL) })
+	return out
+}
+
 // closeRetiredForwards closes the Forwards and RemoteKeys of old that next
 // no longer uses.
 func closeRetiredForwards(old, next authPolicies) {
