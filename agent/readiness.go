@@ -14,6 +14,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/discovery"
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/auth"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -50,6 +51,7 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 	}
 	a.mu.Unlock()
 	notReady, degraded := a.disc.readiness(maxStale)
+	degraded = append(degraded, keySetReadiness(a.gw.KeySets())...)
 	unsynced = append(unsynced, notReady...)
 	if a.wasReady.Load() {
 		degraded = append(degraded, unsynced...)
@@ -61,6 +63,37 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 		a.log.Info("ready: listeners serving and discovery synced")
 	}
 	return ok, reasons, degraded
+}
+
+// keySetReadiness lists the jwt key sets (jwks_url) that are degraded:
+// none verifies and the last fetch failed (their routes answer 503
+// auth_unavailable: never fetched, or stale), or one verifies through failed fetches (the last good
+// set, or the set carried over a reload that changed the source). Never
+// not-ready: the gateway's other routes serve, and failing every gateway
+// of a fleet because a provider is down would turn its outage into a
+// traffic outage.
+func keySetReadiness(sets []auth.KeysState) (degraded []string) {
+	for _, s := range sets {
+		why := ""
+		if s.LastErr != nil {
+			why = " (last error: " + s.LastErr.Error() + ")"
+		}
+		staleAt := s.StaleAt.UTC().Format(time.RFC3339)
+		switch {
+		case !s.Usable && s.LastErr == nil:
+			// Being fetched, or idle past its refresh: the next request
+			// fetches it, nothing failed yet.
+		case !s.Usable && s.StaleAt.IsZero():
+			degraded = append(degraded, fmt.Sprintf("jwt key set %s: no key set yet, tokens are refused with 503 auth_unavailable%s", s.URL, why))
+		case !s.Usable:
+			degraded = append(degraded, fmt.Sprintf("jwt key set %s: stale since %s, tokens are refused with 503 auth_unavailable%s", s.URL, staleAt, why))
+		case s.Carried:
+			degraded = append(degraded, fmt.Sprintf("jwt key set %s: verifying with the previous source's set until a fetch succeeds, stale at %s%s", s.URL, staleAt, why))
+		case s.LastErr != nil:
+			degraded = append(degraded, fmt.Sprintf("jwt key set %s: verifying with the last good set, stale at %s%s", s.URL, staleAt, why))
+		}
+	}
+	return degraded
 }
 
 // readiness lists watches that have not synced once (not ready) and

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
@@ -68,7 +71,8 @@ func bearerOf(token string) http.Header { return http.Header{"Authorization": {"
 // audience or issuer, alg none, HS256 keyed by the public key, an unknown
 // kid, malformed and oversized tokens get 401 auth_invalid with an
 // invalid_token challenge; no token gets 401 auth_required with a bare
-// Bearer challenge; a valid token without a forwarded claim gets 403
+// Bearer challenge; two Authorization fields get 400 auth_malformed with
+// an invalid_request challenge (RFC 6750 §3.1); a valid token without a forwarded claim gets 403
 // auth_forbidden (insufficient_scope). A client's X-User never reaches
 // the backend. The access log says jwt:RESULT with sub as auth_subject,
 // impulse_auth counts each, and no token is logged.
@@ -128,6 +132,8 @@ func TestA05JWT(t *testing.T) {
 			invalid("malformed, two parts", "a.b", "malformed token"),
 			invalid("malformed, bad base64", "@@@.@@@.@@@", "malformed token"),
 			invalid("huge", valid+strings.Repeat("A", auth.MaxTokenBytes), "token over 8192 bytes"),
+			{"two Authorization fields", "/jwt/a", http.Header{"Authorization": {"Bearer " + valid, "Bearer " + valid}}, 400, "auth_malformed",
+				`Bearer realm="impulse-agent", error="invalid_request", error_description="more than one Authorization field"`, "jwt:malformed"},
 			{"no sub", "/jwt/a", bearerOf(es.Sign(claims("sub", nil))), 403, "auth_forbidden", `error="insufficient_scope"`, "jwt:forbidden"},
 			{"no email", "/claims/a", bearerOf(valid), 403, "auth_forbidden", `error="insufficient_scope", error_description="a required claim is missing"`, "jwt:forbidden"},
 			{"email", "/claims/a", bearerOf(es.Sign(claims("email", "alice@example.com"))), 200, "", "", "jwt:ok"},
@@ -171,7 +177,7 @@ func TestA05JWT(t *testing.T) {
 			}
 			checkFields(t, lines[i], want)
 		}
-		for res, n := range map[string]float64{"ok": 4, "missing": 2, "denied": 12, "forbidden": 2} {
+		for res, n := range map[string]float64{"ok": 4, "missing": 2, "denied": 12, "malformed": 1, "forbidden": 2} {
 			if got := counterSum(h.gw, msink, "impulse.auth", map[string]string{"method": "jwt", "result": res}); got != n {
 				t.Errorf("impulse_auth{method=jwt,result=%s} = %v, want %v", res, got, n)
 			}
@@ -275,8 +281,124 @@ func TestA05JWKSOutageAndRotation(t *testing.T) {
 		if err := h.applyKeepingListener(Config{Upstreams: []UpstreamConfig{uc2}, AccessLog: &accesslog.Config{Writer: logs}, Metrics: m}); err != nil {
 			t.Fatal(err)
 		}
-		expect("k1, a set from a server the new CA does not sign", sign(k1), 503, "auth_unavailable")
+		// The new CA does not sign the server: the previous set is carried
+		// over, as through an outage, until it is 24 h old.
+		expect("k1, a set from a server the new CA does not sign", sign(k1), 200, "")
+		clk.Add(auth.JWKSStaleAfter)
+		expect("k1, the carried set 24 h old", sign(k1), 503, "auth_unavailable")
 	})
+}
+
+// TestJWKSReloadCarriesSet: a reload that changes a jwt block's
+// jwks_ca_file (or jwks_url) for the same issuer carries the last good
+// set to the new source: with a CA that does not sign the server, valid
+// tokens still pass (an outage, not 503 at once) and the log says the
+// previous set is kept and until when; a new source that works replaces
+// it with its first fetch and says so. A new issuer carries nothing. A
+// key set server down at startup is logged as "no key set yet", never as
+// a last good set kept.
+func TestJWKSReloadCarriesSet(t *testing.T) {
+	clk := testjwt.NewClock(time.Now())
+	k1, k2 := testjwt.ES256("k1"), testjwt.ES256("k2")
+	srv := testjwt.NewJWKSServer(t, testjwt.JWKS(k1))
+	srv.SetDown(true)
+	backend := &headerLog{}
+	// one is the /jwt/ route alone, its set from srv trusting roots, for
+	// issuer iss.
+	one := func(srv *testjwt.JWKSServer, roots *x509.CertPool, iss string) UpstreamConfig {
+		uc := a05Upstream(t, backend, srv, clk)
+		uc.Routes = uc.Routes[:1]
+		uc.Routes[0].Auth.JWT.JWKSRoots, uc.Routes[0].Auth.JWT.Issuer = roots, iss
+		return uc
+	}
+	const iss2 = "https://id2.a05.example"
+	logs := &lockedBuffer{}
+	cfg := Config{Upstreams: []UpstreamConfig{one(srv, srv.Pool(), a05Issuer)}, Logger: hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})}
+	h := startHarnessConfig(t, cfg, ListenerConfig{}, ProtocolH2)
+	apply := func(uc UpstreamConfig) {
+		t.Helper()
+		c := cfg
+		c.Upstreams = []UpstreamConfig{uc}
+		if err := h.applyKeepingListener(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sign := func(s *testjwt.Signer, iss string) http.Header {
+		return bearerOf(s.Sign(testjwt.Claims(clk.Now(), iss, a05Audience, "alice")))
+	}
+	expect := func(what string, hdr http.Header, status int, reason string) {
+		t.Helper()
+		got := a05Do(h, "/jwt/x", hdr)
+		if got.err != nil || got.status != status || got.reason != reason {
+			t.Fatalf("%s: %d %q %v, want %d %q", what, got.status, got.reason, got.err, status, reason)
+		}
+	}
+	logged := func(what, s string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), s) }, what+": "+s+" in\n"+logs.String())
+	}
+
+	expect("the server down at startup", sign(k1, a05Issuer), 503, "auth_unavailable")
+	logged("startup", "fetching the key set failed; no key set yet: tokens are refused with 503 auth_unavailable until a fetch succeeds")
+	if strings.Contains(logs.String(), "last good set") {
+		t.Errorf("a last good set is claimed before any:\n%s", logs)
+	}
+	if s := h.gw.KeySets(); len(s) != 1 || s[0].Usable || s[0].LastErr == nil || !s[0].StaleAt.IsZero() {
+		t.Errorf("key sets at startup, the server down: %+v", s)
+	}
+	srv.SetDown(false)
+	clk.Add(auth.JWKSMinFetchInterval)
+	expect("the server back", sign(k1, a05Issuer), 200, "")
+	fetchedAt := clk.Now()
+
+	// jwks_ca_file changed to a CA that does not sign the server.
+	wrong, err := selfsigned.New("other.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong2, err := selfsigned.New("other2.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	apply(one(srv, wrong.Pool, a05Issuer))
+	expect("a wrong CA: the previous set verifies", sign(k1, a05Issuer), 200, "")
+	logged("the reload", "the key set's source changed; the previous source's last good set verifies until the new one is fetched")
+	logged("the new source's failure", "fetching the key set from the new source failed; the previous source's last good set is kept until a fetch succeeds")
+	logged("the stale time", "stale_at="+fetchedAt.Add(auth.JWKSStaleAfter).UTC().Format(time.RFC3339))
+	if s := h.gw.KeySets(); len(s) != 1 || !s[0].Usable || !s[0].Carried || !s[0].FetchedAt.Equal(fetchedAt) || s[0].LastErr == nil {
+		t.Errorf("key sets with the set carried: %+v", s)
+	}
+
+	// A new issuer's block carries nothing: the old set is not its
+	// provider's.
+	apply(one(srv, wrong2.Pool, iss2))
+	expect("a new issuer, a wrong CA", sign(k1, iss2), 503, "auth_unavailable")
+	// The old issuer back, still a wrong CA: the set was retired with the
+	// reload before, nothing is left to carry.
+	apply(one(srv, wrong.Pool, a05Issuer))
+	expect("nothing left to carry", sign(k1, a05Issuer), 503, "auth_unavailable")
+
+	// The right CA again, then a new jwks_url, down at first: the set is
+	// carried, and the new source's first fetch replaces it (k2, which only
+	// it has, passes).
+	apply(one(srv, srv.Pool(), a05Issuer))
+	expect("the right CA again", sign(k1, a05Issuer), 200, "")
+	srv2 := testjwt.NewJWKSServer(t, testjwt.JWKS(k1, k2))
+	srv2.SetDown(true)
+	apply(one(srv2, srv2.Pool(), a05Issuer))
+	expect("a new jwks_url, down: the previous set", sign(k1, a05Issuer), 200, "")
+	srv2.SetDown(false)
+	clk.Add(auth.JWKSMinFetchInterval)
+	expect("a new jwks_url, up: its set", sign(k2, a05Issuer), 200, "")
+	logged("the new source's success", "key set fetched from the new source; it replaces the set carried over the reload")
+}
+
+// String is what was written so far.
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestA05NoTokenInTraces: the spans of requests with valid and refused

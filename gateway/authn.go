@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/auth"
@@ -57,7 +59,11 @@ func (p authPolicies) keys() map[*auth.RemoteKeys]bool {
 // keeping old's Forward (and its connections) where a forward_auth block
 // is unchanged, and old's RemoteKeys (its key set) where a jwt block
 // fetches the same jwks_url the same way; routes of this table naming the
-// same set share one. On error what it made is closed.
+// same set share one. A jwt block whose source changed (another jwks_url,
+// jwks_ca_file or algorithms) gets a new RemoteKeys carrying the last
+// good set of the one it replaces (carrySource), so that a new source
+// that cannot be fetched degrades like an outage. On error what it made
+// is closed.
 func (g *Gateway) buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (authPolicies, error) {
 	var out authPolicies
 	keptF, keptK := old.forwards(), old.keys()
@@ -93,6 +99,10 @@ func (g *Gateway) buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (aut
 					}
 				}
 			}
+			at := routeAt{uc.Name, i}
+			if j := rc.Auth.JWT; j != nil && j.JWKSURL != "" && sh.Keys == nil {
+				sh.Carry = carrySource(old, at, j.Issuer)
+			}
 			p, err := auth.New(rc.Auth, sh)
 			if err != nil {
 				closeMade()
@@ -103,25 +113,85 @@ func (g *Gateway) buildAuthPolicies(old authPolicies, ups []UpstreamConfig) (aut
 			}
 			if k := p.Keys(); k != nil && k != sh.Keys {
 				madeK = append(madeK, k)
+				if s := k.State(); s.Carried {
+					g.log.Info("jwt: the key set's source changed; the previous source's last good set verifies until the new one is fetched",
+						"jwks_url", s.URL, "stale_at", s.StaleAt.UTC().Format(time.RFC3339))
+				}
 			}
 			if out == nil {
 				out = authPolicies{}
 			}
-			out[routeAt{uc.Name, i}] = p
+			out[at] = p
 		}
 	}
 	return out, nil
 }
 
-// logJWKSFetch logs a failed fetch of a jwt block's key set (warning: the
-// last good set keeps verifying, auth.JWKSStaleAfter at most) and the
-// first success after failures is not worth a line: impulse_auth's
-// unavailable count says when tokens were refused for want of a set.
-func (g *Gateway) logJWKSFetch(url string, err error) {
-	if err != nil {
-		g.log.Warn("jwt: fetching the key set failed; the last good set is kept", "jwks_url", url, "error", err.Error(),
-			"stale_after", auth.JWKSStaleAfter.String())
+// carrySource is the RemoteKeys of old whose set a new one for a jwt block
+// of issuer at route at carries (nil: none): the one the same route used,
+// else one another route used for the same issuer (routes in order), if
+// it has a set. Only the same issuer's: another issuer's tokens are never
+// verified by it anyway, and its set would turn the new issuer's tokens
+// into 401 unknown key instead of 503 auth_unavailable.
+func carrySource(old authPolicies, at routeAt, issuer string) *auth.RemoteKeys {
+	ok := func(p *auth.Policy) bool {
+		return p != nil && p.Keys() != nil && p.Issuer() == issuer && p.Keys().State().FetchedAt != (time.Time{})
 	}
+	if p := old[at]; ok(p) {
+		return p.Keys()
+	}
+	ats := slices.SortedFunc(maps.Keys(old), func(a, b routeAt) int {
+		if c := strings.Compare(a.upstream, b.upstream); c != 0 {
+			return c
+		}
+		return a.index - b.index
+	})
+	for _, a := range ats {
+		if ok(old[a]) {
+			return old[a].Keys()
+		}
+	}
+	return nil
+}
+
+// logJWKSFetch logs what a fetch of a jwt block's key set left to verify
+// with: after a failure (warning), the last good set (until when), the
+// set carried over a reload, or none (tokens of its routes get 503
+// auth_unavailable); after a success only when it replaced a carried set
+// (the new source works). The first success after other failures is not
+// worth a line: impulse_auth's unavailable count says when tokens were
+// refused for want of a set.
+func (g *Gateway) logJWKSFetch(f auth.FetchReport) {
+	staleAt := func() string { return f.StaleAt.UTC().Format(time.RFC3339) }
+	switch {
+	case f.Err == nil && f.ReplacedCarried:
+		g.log.Info("jwt: key set fetched from the new source; it replaces the set carried over the reload", "jwks_url", f.URL)
+	case f.Err == nil:
+	case f.Usable && f.Carried:
+		g.log.Warn("jwt: fetching the key set from the new source failed; the previous source's last good set is kept until a fetch succeeds",
+			"jwks_url", f.URL, "error", f.Err.Error(), "stale_at", staleAt())
+	case f.Usable:
+		g.log.Warn("jwt: fetching the key set failed; the last good set is kept", "jwks_url", f.URL, "error", f.Err.Error(),
+			"stale_at", staleAt())
+	case f.StaleAt.IsZero():
+		g.log.Warn("jwt: fetching the key set failed; no key set yet: tokens are refused with 503 auth_unavailable until a fetch succeeds",
+			"jwks_url", f.URL, "error", f.Err.Error())
+	default:
+		g.log.Warn("jwt: fetching the key set failed; the last good set went stale: tokens are refused with 503 auth_unavailable until a fetch succeeds",
+			"jwks_url", f.URL, "error", f.Err.Error(), "stale_since", staleAt())
+	}
+}
+
+// KeySets is the state of every jwks_url key set the routes use, by URL
+// (for /v1/ready: a set that does not verify, or verifies through failed
+// fetches, is degraded service).
+func (g *Gateway) KeySets() []auth.KeysState {
+	var out []auth.KeysState
+	for k := range g.table.Load().auth.keys() {
+		out = append(out, k.State())
+	}
+	slices.SortFunc(out, func(a, b auth.KeysState) int { return strings.Compare(a.URL, b.URL) })
+	return out
 }
 
 // closeRetiredForwards closes the Forwards and RemoteKeys of old that next
@@ -144,7 +214,9 @@ func closeRetiredForwards(old, next authPolicies) {
 // path is the normalized path the route matched (normalizeTarget), which
 // forward auth describes with the query. A refusal is answered here: 401
 // auth_required (no credentials) or auth_invalid (wrong ones), with
-// WWW-Authenticate for basic_auth and jwt; 403 auth_forbidden for a valid
+// WWW-Authenticate for basic_auth and jwt; 400 auth_malformed for a jwt
+// route's request with more than one Authorization field
+// (WWW-Authenticate with invalid_request); 403 auth_forbidden for a valid
 // token without a claim to forward (WWW-Authenticate with
 // insufficient_scope); 429 auth_busy with Retry-After: 1 when
 // a password would need a bcrypt slot and none is free; the auth
@@ -197,6 +269,8 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 			a = answer.AuthRequired
 		case auth.ResultForbidden:
 			a = answer.AuthForbidden
+		case auth.ResultMalformed:
+			a = answer.AuthMalformed
 		}
 		rec.finish(w, up, nil, a)
 	}
@@ -207,7 +281,7 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 var authFields = func() map[auth.Step]string {
 	m := map[auth.Step]string{}
 	for _, method := range []string{auth.MethodAPIKey, auth.MethodBasic, auth.MethodJWT, auth.MethodForward} {
-		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultForbidden, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
+		for _, res := range []string{auth.ResultOK, auth.ResultMissing, auth.ResultDenied, auth.ResultMalformed, auth.ResultForbidden, auth.ResultUnavailable, auth.ResultCanceled, auth.ResultBusy} {
 			m[auth.Step{Method: method, Result: res}] = method + ":" + res
 		}
 	}

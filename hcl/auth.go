@@ -151,7 +151,7 @@ func buildAPIKeys(b blk, r *rawAPIKeys) *APIKeys {
 		case !isToken(h):
 			b.errorf(r.Header, "", "Invalid header", "%q is not a field name (RFC 9110 §5.1).", h)
 		case isReservedKeyHeader(h):
-			b.errorf(r.Header, "", "Invalid header", "%q cannot carry an API key: the gateway, a proxy before it or HTTP itself uses it.", h)
+			b.errorf(r.Header, "", "Invalid header", "%q cannot carry an API key: the gateway, a proxy before it or HTTP itself uses it%s.", h, spelling(h))
 		default:
 			k.Header = h
 		}
@@ -160,12 +160,30 @@ func buildAPIKeys(b blk, r *rawAPIKeys) *APIKeys {
 	return k
 }
 
+// fieldKey is h as the reserved-field checks compare it: lower-case, with
+// "_" for "-". CGI, WSGI and PHP read "X_Forwarded_For" as the variable of
+// X-Forwarded-For (HTTP_X_FORWARDED_FOR), and the gateway strips every
+// such spelling of the fields it sets or reads (wire.DeleteSpellings): a
+// check that let "_" through would accept a name the gateway deletes, or
+// set a field that backends take for a reserved one.
+func fieldKey(h string) string { return strings.ToLower(strings.ReplaceAll(h, "_", "-")) }
+
+// spelling is the note a reserved-field message adds when h is written
+// with "_": the name it stands for.
+func spelling(h string) string {
+	if !strings.Contains(h, "_") {
+		return ""
+	}
+	return fmt.Sprintf(" (%q is read as %q by backends, and stripped as such by the gateway)", h, strings.ReplaceAll(h, "_", "-"))
+}
+
 // isHopOrFraming: the hop-by-hop fields (RFC 9110 §7.6.1: meant for one
 // connection, removed by every proxy, HTTP/2 and HTTP/3 forbid them) and
 // the fields that frame a message (Content-Length, Transfer-Encoding):
-// none can be copied to or from an auth service, nor carry a key.
+// none can be copied to or from an auth service, nor carry a key. Like
+// every reserved-field check, it compares fieldKey(h).
 func isHopOrFraming(h string) bool {
-	switch strings.ToLower(h) {
+	switch fieldKey(h) {
 	case "connection", "proxy-connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
 		"http2-settings", "proxy-authenticate", "proxy-authorization", "content-length":
 		return true
@@ -177,7 +195,7 @@ func isHopOrFraming(h string) bool {
 // (copy_response_headers): hop-by-hop and framing fields, Host, Cookie and
 // the gateway's x-request-id.
 func isReservedAuthHeader(h string) bool {
-	switch strings.ToLower(h) {
+	switch fieldKey(h) {
 	case "host", "x-request-id", "cookie":
 		return true
 	}
@@ -189,7 +207,7 @@ func isReservedAuthHeader(h string) bool {
 // by proxies before the gateway, and by the gateway itself: a key there
 // would be logged and forwarded as a client address or a scheme).
 func isReservedKeyHeader(h string) bool {
-	l := strings.ToLower(h)
+	l := fieldKey(h)
 	return isReservedAuthHeader(h) || l == "forwarded" || strings.HasPrefix(l, "x-forwarded-")
 }
 
@@ -221,7 +239,7 @@ func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {
 		b.errorf(nil, "address", "Missing address", "address is required, as in \"http://127.0.0.1:4181\".")
 	case ok:
 		if why := checkForwardAddress(addr); why != "" {
-			b.errorf(r.Address, "", "Invalid address", "%s; got %q.", why, addr)
+			b.errorf(r.Address, "", "Invalid address", "%s; got %q.", why, redactURL(addr))
 		} else {
 			f.Address = addr
 		}
@@ -236,8 +254,8 @@ func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {
 		if why := fieldName(h); why != "" {
 			return why
 		}
-		if isHopOrFraming(h) || strings.EqualFold(h, "Host") {
-			return fmt.Sprintf("%q cannot be copied to the auth service: it belongs to one connection or frames one message (RFC 9110 §7.6.1; the service gets the host as X-Forwarded-Host)", h)
+		if isHopOrFraming(h) || fieldKey(h) == "host" {
+			return fmt.Sprintf("%q cannot be copied to the auth service: it belongs to one connection or frames one message (RFC 9110 §7.6.1; the service gets the host as X-Forwarded-Host)%s", h, spelling(h))
 		}
 		return ""
 	})
@@ -246,7 +264,7 @@ func buildForwardAuth(b blk, r *rawForwardAuth) *ForwardAuth {
 			return why
 		}
 		if isReservedAuthHeader(h) {
-			return fmt.Sprintf("%q cannot be set on the request", h)
+			return fmt.Sprintf("%q cannot be set on the request%s", h, spelling(h))
 		}
 		return ""
 	})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/impulse-agent/impulse-agent/internal/testjwt"
 )
 
 // authUpstream is an upstream whose route holds body (auth blocks).
@@ -155,5 +157,60 @@ func TestFullExampleAuth(t *testing.T) {
 	if j == nil || j.JWKS == nil || j.JWKS.Len() != 1 || j.ClockSkew != DefaultJWTClockSkew || j.Realm != DefaultBasicRealm ||
 		len(j.Algorithms) != 2 || len(j.ForwardClaims) != 0 || j.Issuer != "https://id.example.com" {
 		t.Errorf("jwt = %+v", j)
+	}
+}
+
+// TestReservedFieldSpellings: a reserved, hop-by-hop or framing field
+// written with "_" for "-" (and in any case) is refused wherever a field
+// name is configured, as its "-" spelling is: CGI, WSGI and PHP backends
+// read both as one variable, and the gateway strips every spelling. The
+// error is at file:line:column of the value and names the field; names
+// that only look alike ("X_Api_Key", "X-Request_Ids") are still accepted.
+func TestReservedFieldSpellings(t *testing.T) {
+	dir := t.TempDir()
+	keys := writeCred(t, dir, "keys", "ci:key-0123456789abcdef\n")
+	jwks := writeCred(t, dir, "jwks.json", string(testjwt.JWKS(testjwt.ES256("k1"))))
+	apiKey := func(h string) string { return fmt.Sprintf("api_keys {\n keys_file = %q\n header = %q\n}", keys, h) }
+	claims := func(m string) string {
+		return fmt.Sprintf("jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_file = %q\n forward_claims = %s\n}", jwks, m)
+	}
+	for _, tc := range []struct {
+		body, at, want string
+	}{
+		{apiKey("X_Forwarded_For"), `"X_Forwarded_For"`, `upstream "api" route api_keys header: "X_Forwarded_For" cannot carry an API key`},
+		{apiKey("x_forwarded_proto"), `"x_forwarded_proto"`, `read as "x-forwarded-proto"`},
+		{apiKey("Transfer_Encoding"), `"Transfer_Encoding"`, "cannot carry an API key"},
+		{apiKey("content_length"), `"content_length"`, "cannot carry an API key"},
+		{apiKey("X_REQUEST_ID"), `"X_REQUEST_ID"`, "cannot carry an API key"},
+		{apiKey("Keep_Alive"), `"Keep_Alive"`, "cannot carry an API key"},
+		{apiKey("proxy_authorization"), `"proxy_authorization"`, "cannot carry an API key"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_response_headers = [\"X-User\", \"x_request_id\"]\n}", `"x_request_id"`,
+			`upstream "api" route forward_auth copy_response_headers: "x_request_id" cannot be set on the request`},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_response_headers = [\"Transfer_Encoding\"]\n}", `"Transfer_Encoding"`, "cannot be set on the request"},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"proxy_connection\"]\n}", `"proxy_connection"`,
+			`upstream "api" route forward_auth copy_request_headers: "proxy_connection" cannot be copied to the auth service`},
+		{"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"HTTP2_Settings\"]\n}", `"HTTP2_Settings"`, "cannot be copied to the auth service"},
+		{claims(`{ sub = "x_forwarded_for" }`), `"x_forwarded_for"`, `upstream "api" route jwt forward_claims: "x_forwarded_for" cannot be set on the request`},
+		{claims(`{ e = "transfer_encoding" }`), `"transfer_encoding"`, `"transfer_encoding" cannot be set on the request`},
+		{claims(`{ sub = "X_Request_Id" }`), `"X_Request_Id"`, "cannot be set on the request"},
+	} {
+		src := authUpstream("    " + tc.body)
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		at := posOf(src, tc.at)
+		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
+		}
+		if n := strings.Count(got, "a.hcl:"); n != 1 {
+			t.Errorf("%s: %d diagnostics, want 1:\n%s", tc.body, n, got)
+		}
+	}
+
+	cfg := mustParse(t, authUpstream(apiKey("X_Api_Key")+"\n"+
+		"forward_auth {\n address = \"http://a:1\"\n copy_request_headers = [\"X_Tenant\"]\n copy_response_headers = [\"X-Request_Ids\"]\n}\n"+
+		claims(`{ sub = "X_User" }`)))
+	rt := cfg.Upstreams[0].Routes[0]
+	if rt.APIKeys.Header != "X_Api_Key" || rt.ForwardAuth.CopyResponseHeaders[0] != "X-Request_Ids" || rt.JWT.ForwardClaims["sub"] != "X_User" {
+		t.Errorf("route = %+v %+v %+v", rt.APIKeys, rt.ForwardAuth, rt.JWT)
 	}
 }

@@ -85,7 +85,7 @@ func buildJWT(b blk, r *rawJWT, rt *Route) *JWT {
 	switch {
 	case rt.BasicAuth != nil:
 		b.blockErrorf("Conflicting authentication", "basic_auth and jwt both read Authorization; a route has one of them.")
-	case rt.APIKeys != nil && strings.EqualFold(rt.APIKeys.Header, "Authorization"):
+	case rt.APIKeys != nil && fieldKey(rt.APIKeys.Header) == "authorization":
 		b.blockErrorf("Conflicting authentication", "api_keys reads its key from Authorization, which carries the bearer token.")
 	}
 	if iss, ok := b.strOK(r.Issuer, ""); r.Issuer == nil || ok && iss == "" {
@@ -99,8 +99,9 @@ func buildJWT(b blk, r *rawJWT, rt *Route) *JWT {
 		b.errorf(r.Audiences, "audiences", "Missing audiences", "audiences is required, with at least one: a token's \"aud\" must name one (RFC 8725 §3.9).")
 	}
 	if r.Algorithms != nil {
+		before := b.errCount()
 		j.Algorithms = b.strList(r.Algorithms, func(alg string) string { return jwks.CheckAlgorithm(alg) })
-		if len(j.Algorithms) == 0 {
+		if len(j.Algorithms) == 0 && b.errCount() == before { // not when each was refused: one error each is enough
 			b.errorf(r.Algorithms, "", "Missing algorithms", "at least one algorithm is required (%s).", strings.Join(jwks.Algorithms, ", "))
 		}
 		for i, alg := range j.Algorithms {
@@ -132,7 +133,7 @@ func (b blk) jwtKeys(r *rawJWT, j *JWT) {
 	if r.JWKSURL != nil {
 		if u, ok := b.strOK(r.JWKSURL, ""); ok {
 			if why := checkJWKSURL(u); why != "" {
-				b.errorf(r.JWKSURL, "", "Invalid jwks_url", "%s; got %q.", why, u)
+				b.errorf(r.JWKSURL, "", "Invalid jwks_url", "%s; got %q.", why, redactURL(u))
 			} else {
 				j.JWKSURL = u
 			}
@@ -201,6 +202,28 @@ func checkJWKSURL(s string) string {
 	return ""
 }
 
+// redactURL is s as a message may quote it: its user info, which may be a
+// password or a token, replaced by "xxxxx" ("https://xxxxx@host/path"),
+// whether or not s parses as a URL.
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		scheme, rest = "", s
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return s
+	}
+	if ok {
+		scheme += "://"
+	}
+	return scheme + "xxxxx" + rest[at:]
+}
+
 // forwardClaims converts forward_claims, a map of claim names to request
 // field names (nil when absent). Each field must be a field name the
 // gateway may set (not one of isReservedKeyHeader's, nor Authorization),
@@ -215,7 +238,7 @@ func (b blk) forwardClaims(a *hcl2.Attribute) map[string]string {
 		return nil
 	}
 	out := map[string]string{}
-	fields := map[string]string{} // lower-cased field, "-" for "_" → claim
+	fields := map[string]string{} // fieldKey(field) → claim
 	for _, p := range pairs {
 		kv, kds := p.Key.Value(nil)
 		if kds.HasErrors() || kv.IsNull() || !kv.Type().Equals(cty.String) || kv.AsString() == "" {
@@ -228,12 +251,12 @@ func (b blk) forwardClaims(a *hcl2.Attribute) map[string]string {
 		if !ok {
 			continue
 		}
-		key := strings.ReplaceAll(strings.ToLower(field), "_", "-")
+		key := fieldKey(field)
 		switch {
 		case !isToken(field):
 			b.errorf(item, "", "Invalid value", "%q is not a field name (RFC 9110 §5.1).", field)
-		case isReservedKeyHeader(field) || strings.EqualFold(field, "Authorization"):
-			b.errorf(item, "", "Invalid value", "%q cannot be set on the request.", field)
+		case isReservedKeyHeader(field) || key == "authorization":
+			b.errorf(item, "", "Invalid value", "%q cannot be set on the request%s.", field, spelling(field))
 		case fields[key] != "":
 			b.errorf(item, "", "Duplicate field", "%q already carries claim %q.", field, fields[key])
 		default:

@@ -138,3 +138,80 @@ func TestJWTBlockErrors(t *testing.T) {
 		t.Errorf("empty jwks_file: warnings %s", linesOf(cfg.Warnings))
 	}
 }
+
+// TestJWTAlgorithmsOneError: a list of algorithms each refused gets one
+// error per refused value at that value, and no second "Missing
+// algorithms" at the list; a name in the wrong case says which is meant.
+// An empty list is the one "Missing algorithms".
+func TestJWTAlgorithmsOneError(t *testing.T) {
+	dir := t.TempDir()
+	good := writeCred(t, dir, "jwks.json", string(testjwt.JWKS(testjwt.ES256("k1"))))
+	for _, tc := range []struct {
+		algs, at, want string
+		errors         int
+	}{
+		{`["none"]`, `"none"`, `"none" (an unsecured JWT`, 1},
+		{`["ES257"]`, `"ES257"`, `"ES257" is not a supported algorithm (`, 1},
+		{`["es256"]`, `"es256"`, `"es256" is not a supported algorithm: names are case-sensitive (RFC 7515 §4.1.1), write "ES256"`, 1},
+		{`["HS256", "none"]`, `"HS256"`, `"HS256" is HMAC`, 2},
+		{`[]`, `[]`, "Missing algorithms", 1},
+	} {
+		src := authUpstream(fmt.Sprintf("    jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_file = %q\n algorithms = %s\n}", good, tc.algs))
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		if !strings.Contains(got, "a.hcl:"+posOf(src, tc.at)+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("algorithms = %s:\n%s\nwant an error at a.hcl:%s containing %q", tc.algs, got, posOf(src, tc.at), tc.want)
+		}
+		if n := len(diags.Errs()); n != tc.errors {
+			t.Errorf("algorithms = %s: %d errors, want %d:\n%s", tc.algs, n, tc.errors, got)
+		}
+		if tc.algs != `[]` && strings.Contains(got, "Missing algorithms") {
+			t.Errorf("algorithms = %s: a spurious Missing algorithms:\n%s", tc.algs, got)
+		}
+	}
+}
+
+// TestURLUserInfoNeverEchoed: a jwks_url or forward_auth address with user
+// info is refused at its file:line:column without quoting the user info
+// (a password or a token), whether the URL parses or not.
+func TestURLUserInfoNeverEchoed(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_url = \"https://alice:s3cret@id.example/jwks.json\"\n}",
+			`upstream "api" route jwt jwks_url: user info is not allowed; got "https://xxxxx@id.example/jwks.json"`},
+		{"jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_url = \"https://alice:s3cret@id.example:bad/k\"\n}", `not a URL; got "https://xxxxx@id.example:bad/k"`},
+		{"jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_url = \"http://alice:s3cret@id.example/k\"\n}", `the scheme must be https`},
+		{`forward_auth { address = "http://alice:s3cret@a:1/auth" }`, `user info is not allowed (send credentials with copy_request_headers); got "http://xxxxx@a:1/auth"`},
+	} {
+		src := authUpstream("    " + tc.body)
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		if !strings.Contains(got, "a.hcl:"+posOf(src, `"`+"http")+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, posOf(src, `"http`), tc.want)
+		}
+		if strings.Contains(got, "alice") || strings.Contains(got, "s3cret") {
+			t.Errorf("%s: a diagnostic echoes the user info:\n%s", tc.body, got)
+		}
+	}
+	for in, want := range map[string]string{
+		"https://h/k":              "https://h/k",
+		"https://u@h/k":            "https://xxxxx@h/k",
+		"https://u:p@h":            "https://xxxxx@h",
+		"https://u:p@x@h/a@b?c@d":  "https://xxxxx@h/a@b?c@d",
+		"u:p@h/k":                  "xxxxx@h/k",
+		"https://h/k?next=a@b.com": "https://h/k?next=a@b.com",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestJWKSFileBOM: a jwks_file a Windows editor saved with a UTF-8 byte
+// order mark is read as the same set.
+func TestJWKSFileBOM(t *testing.T) {
+	set := writeCred(t, t.TempDir(), "jwks.json", "\xEF\xBB\xBF"+string(testjwt.JWKS(testjwt.ES256("k1"))))
+	cfg := mustParse(t, authUpstream(fmt.Sprintf("    jwt {\n issuer = \"i\"\n audiences = [\"a\"]\n jwks_file = %q\n}", set)))
+	if j := cfg.Upstreams[0].Routes[0].JWT; j.JWKS == nil || j.JWKS.Len() != 1 {
+		t.Errorf("jwt = %+v", j)
+	}
+}

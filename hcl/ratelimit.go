@@ -104,7 +104,7 @@ func checkRateLimitKey(s string) string {
 		return fmt.Sprintf("%q is not one of client_ip, header:NAME or route", s)
 	case !isToken(name):
 		return fmt.Sprintf("%q: header name %q is not a valid token", s, name)
-	case strings.EqualFold(name, "host"):
+	case fieldKey(name) == "host":
 		return fmt.Sprintf("%q: the Host header cannot be a key; use route", s)
 	}
 	return ""

@@ -107,6 +107,10 @@ var (
 	// AuthForbidden: a route's jwt verified the token, which lacks a claim
 	// the route forwards (RFC 6750 §3.1 insufficient_scope).
 	AuthForbidden = Answer{403, "auth_forbidden", GRPCPermissionDenied, false, Response}
+	// AuthMalformed: a route's jwt got a request with more than one
+	// Authorization field (RFC 6750 §3.1 invalid_request: a repeated
+	// parameter is a malformed request, 400); gRPC INTERNAL, as every 400.
+	AuthMalformed = Answer{400, "auth_malformed", GRPCInternal, false, Response}
 	// AuthBusy: basic_auth would compare a password with bcrypt and every
 	// slot of the gateway is taken (auth.BcryptSlots); with Retry-After.
 	AuthBusy = Answer{429, "auth_busy", GRPCResourceExhausted, false, Response}
@@ -125,7 +129,7 @@ var All = []Answer{
 	RateLimited, BodyTooLarge, ClientBodyTimeout, Pending, NoBackend, Overloaded,
 	Connect, TLS, BackendReset, InvalidResponse, ResponseTimeout, RequestTimeout,
 	BodyFailed, BodyIdleTimeout, ClientCanceled, ClientBodyIncomplete, ClientBodyMalformed,
-	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthForbidden, AuthUnavailable, AuthBusy,
+	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthMalformed, AuthForbidden, AuthUnavailable, AuthBusy,
 	IPDenied,
 	CORSDenied,
 }

@@ -39,6 +39,10 @@ const (
 	// not valid; forward auth: the service answered something other than
 	// 2xx).
 	ResultDenied = "denied"
+	// ResultMalformed: jwt only: the request is malformed for bearer
+	// authentication, more than one Authorization field (400
+	// invalid_request, RFC 6750 §3.1: it "repeats the same parameter").
+	ResultMalformed = "malformed"
 	// ResultForbidden: jwt only: a valid token without a claim the route
 	// forwards (403 insufficient_scope, RFC 6750 §3.1).
 	ResultForbidden = "forbidden"
@@ -129,7 +133,7 @@ type Step struct {
 // user, a named API key, a token's "sub"; "" otherwise). Denial is the
 // auth service's answer to relay when forward auth refused (nil
 // otherwise). Challenge is the WWW-Authenticate value of a 401 or 403
-// refusal by basic_auth or jwt ("" otherwise: an API key in a header has
+// refusal by basic_auth or jwt, or of jwt's 400 ("" otherwise: an API key in a header has
 // no registered scheme, RFC 9110 §11.6.1 notwithstanding; README "Edge
 // authentication").
 type Decision struct {
@@ -164,11 +168,15 @@ type Policy struct {
 // Shared are the parts of a policy that hold connections and state worth
 // keeping across reloads, made by the caller (nil: New makes them):
 // Forward for Config.Forward, Keys for Config.JWT's jwks_url. OnFetch is
-// given to the RemoteKeys New makes.
+// given to the RemoteKeys New makes. Carry, when New makes a RemoteKeys,
+// is the one it replaces (the same issuer's, before a reload changed its
+// jwks_url or jwks_ca_file): its last good set verifies until the new
+// one's first successful fetch, within its stale bound.
 type Shared struct {
 	Forward *Forward
 	Keys    *RemoteKeys
-	OnFetch func(url string, err error)
+	OnFetch func(FetchReport)
+	Carry   *RemoteKeys
 }
 
 // New compiles c. Errors: an invalid forward_auth address or timeout, a
@@ -193,7 +201,7 @@ func New(c Config, shared Shared) (*Policy, error) {
 		}
 		keys := shared.Keys
 		if j.JWKSURL != "" && keys == nil {
-			k, err := NewRemoteKeys(j, shared.OnFetch)
+			k, err := newRemoteKeys(j, shared.OnFetch, shared.Carry)
 			if err != nil {
 				return nil, err
 			}
@@ -223,6 +231,14 @@ func New(c Config, shared Shared) (*Policy, error) {
 
 // Forward is the policy's forward auth (nil: none).
 func (p *Policy) Forward() *Forward { return p.forward }
+
+// Issuer is the issuer of the policy's jwt ("" without one).
+func (p *Policy) Issuer() string {
+	if p.jwt == nil {
+		return ""
+	}
+	return p.jwt.issuer
+}
 
 // Keys is the policy's remote key set (nil: none, or a jwks_file).
 func (p *Policy) Keys() *RemoteKeys {

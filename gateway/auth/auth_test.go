@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/internal/credfile"
 )
 
@@ -178,5 +179,26 @@ func BenchmarkBasicCached(b *testing.B) {
 	ba.check(context.Background(), hdr, now)
 	for b.Loop() {
 		ba.check(context.Background(), hdr, now)
+	}
+}
+
+// TestAuthMetricHelp: impulse_auth's HELP text names every method and
+// every result the label can take (a Prometheus user reads the values
+// there).
+func TestAuthMetricHelp(t *testing.T) {
+	var help string
+	for _, d := range observe.CounterDefinitions {
+		if strings.Join(d.Name, "_") == "auth" {
+			help = d.Help
+		}
+	}
+	if help == "" {
+		t.Fatal("no impulse_auth definition")
+	}
+	for _, v := range []string{MethodAPIKey, MethodBasic, MethodJWT, MethodForward,
+		ResultOK, ResultMissing, ResultDenied, ResultMalformed, ResultForbidden, ResultUnavailable, ResultCanceled, ResultBusy} {
+		if !strings.Contains(help, " "+v+",") && !strings.Contains(help, "("+v+",") && !strings.Contains(help, " "+v+")") {
+			t.Errorf("impulse_auth HELP does not name %q: %s", v, help)
+		}
 	}
 }

@@ -65,7 +65,7 @@ func FuzzJWT(f *testing.F) {
 					t.Fatalf("%s = %q", name, got)
 				}
 			}
-		case ResultMissing, ResultDenied, ResultForbidden:
+		case ResultMissing, ResultDenied, ResultMalformed, ResultForbidden:
 			if h["X-User"] != nil {
 				t.Fatalf("%s: the client's X-User survived", res)
 			}

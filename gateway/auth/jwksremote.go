@@ -63,7 +63,7 @@ type RemoteKeys struct {
 	algs    []string
 	roots   *x509.CertPool
 	now     func() time.Time
-	onFetch func(url string, err error)
+	onFetch func(FetchReport)
 	client  *http.Client
 	tr      *http.Transport
 	ctx     context.Context
@@ -71,6 +71,7 @@ type RemoteKeys struct {
 
 	mu        sync.Mutex
 	set       *jwks.Set     // the last good set; nil before the first
+	carried   bool          // set is a replaced source's (Carry), not fetched here yet
 	fetchedAt time.Time     // when set was last fetched (or confirmed)
 	refreshAt time.Time     // when a request starts the next fetch
 	lastStart time.Time     // when the last fetch started
@@ -79,12 +80,44 @@ type RemoteKeys struct {
 	lastErr   error         // of the last fetch
 }
 
+// KeysState is what a RemoteKeys verifies with.
+type KeysState struct {
+	// URL is the jwks_url.
+	URL string
+	// Usable: a set verifies tokens now. Carried: that set is the one of
+	// the source a reload replaced (Carry), this one has not fetched yet.
+	Usable, Carried bool
+	// FetchedAt is when the set was last fetched, by this source or the
+	// one it was carried from; StaleAt when it stops verifying
+	// (FetchedAt + JWKSStaleAfter) unless a fetch succeeds. Both zero
+	// without a set.
+	FetchedAt, StaleAt time.Time
+	// LastErr is the error of the last fetch that ended (nil: it
+	// succeeded, or none ended yet).
+	LastErr error
+}
+
+// FetchReport is the outcome of one fetch, for onFetch: Err (nil: a
+// usable set was fetched) and the state after it. ReplacedCarried: the
+// fetch succeeded where the set verifying was a carried one.
+type FetchReport struct {
+	KeysState
+	Err             error
+	ReplacedCarried bool
+}
+
 // NewRemoteKeys makes the key set of c.JWKSURL (an https URL; c.JWKSRoots
 // the CAs its certificate must chain to, nil for the system's) for
 // c.Algorithms, and starts its first fetch. onFetch, when not nil, is
-// called after each fetch with its error (nil: a usable set). Errors: a
-// URL that is not https with a host.
-func NewRemoteKeys(c JWTConfig, onFetch func(url string, err error)) (*RemoteKeys, error) {
+// called after each fetch with its outcome. Errors: a URL that is not
+// https with a host.
+func NewRemoteKeys(c JWTConfig, onFetch func(FetchReport)) (*RemoteKeys, error) {
+	return newRemoteKeys(c, onFetch, nil)
+}
+
+// newRemoteKeys is NewRemoteKeys, carrying carry's set (Carry) before the
+// first fetch starts.
+func newRemoteKeys(c JWTConfig, onFetch func(FetchReport), carry *RemoteKeys) (*RemoteKeys, error) {
 	if err := CheckJWKSURL(c.JWKSURL); err != nil {
 		return nil, fmt.Errorf("auth: jwt jwks_url: %w", err)
 	}
@@ -102,10 +135,54 @@ func NewRemoteKeys(c JWTConfig, onFetch func(url string, err error)) (*RemoteKey
 		client: &http.Client{Transport: tr, Timeout: JWKSFetchTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return errors.New("redirects are not followed") }}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.carry(carry)
 	r.mu.Lock()
 	r.startLocked(r.now())
 	r.mu.Unlock()
 	return r, nil
+}
+
+// carry gives r, without a set yet, old's set while it still verifies:
+// the set of the source a reload replaces (another jwks_url or
+// jwks_ca_file for the same issuer). It verifies until r's first
+// successful fetch replaces it, at most until JWKSStaleAfter after it
+// was fetched (its fetch time is kept), as through an outage of the
+// provider: a new source that cannot be fetched (a wrong CA, a mistyped
+// URL) degrades like an outage, not at once to 503 auth_unavailable.
+// Reports whether r took a set.
+func (r *RemoteKeys) carry(old *RemoteKeys) bool {
+	if old == nil || old == r {
+		return false
+	}
+	old.mu.Lock()
+	set, at := old.set, old.fetchedAt
+	old.mu.Unlock()
+	if set == nil || r.now().Sub(at) >= JWKSStaleAfter {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.set != nil || r.ctx.Err() != nil {
+		return false
+	}
+	r.set, r.fetchedAt, r.carried = set, at, true
+	return true
+}
+
+// State is what r verifies with now.
+func (r *RemoteKeys) State() KeysState {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stateLocked(now)
+}
+
+func (r *RemoteKeys) stateLocked(now time.Time) KeysState {
+	s := KeysState{URL: r.url, Usable: r.usableLocked(now), LastErr: r.lastErr}
+	if r.set != nil {
+		s.Carried, s.FetchedAt, s.StaleAt = r.carried, r.fetchedAt, r.fetchedAt.Add(JWKSStaleAfter)
+	}
+	return s
 }
 
 // CheckJWKSURL says why s is not a jwks_url (an absolute https URL with a
@@ -227,25 +304,29 @@ func (r *RemoteKeys) startLocked(now time.Time) bool {
 }
 
 // fetch gets the set once and records the outcome: a usable set replaces
-// the last one (kept as is when its document did not change) and sets the
-// next refresh; a failure keeps the last set, and the next request after
-// JWKSMinFetchInterval tries again.
+// the last one (kept as is when its document did not change; a carried
+// one always) and sets the next refresh; a failure keeps the last set,
+// and the next request after JWKSMinFetchInterval tries again (a carried
+// set is never due for a refresh: every request may start one).
 func (r *RemoteKeys) fetch(done chan struct{}) {
 	s, maxAge, err := r.get()
 	now := r.now()
 	r.mu.Lock()
 	r.lastErr = err
+	replaced := false
 	if err == nil {
-		if r.set == nil || r.set.Digest != s.Digest {
+		if r.set == nil || r.carried || r.set.Digest != s.Digest {
 			r.set = s
 		}
+		replaced, r.carried = r.carried, false
 		r.fetchedAt, r.refreshAt = now, now.Add(maxAge)
 	}
+	report := FetchReport{KeysState: r.stateLocked(now), Err: err, ReplacedCarried: replaced}
 	r.inflight = nil
 	close(done)
 	r.mu.Unlock()
 	if r.onFetch != nil && r.ctx.Err() == nil {
-		r.onFetch(r.url, err)
+		r.onFetch(report)
 	}
 }
 

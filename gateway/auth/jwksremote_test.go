@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impulse-agent/impulse-agent/internal/selfsigned"
 	"github.com/impulse-agent/impulse-agent/internal/testjwt"
 )
 
@@ -153,7 +154,7 @@ func TestRemoteKeysRefusals(t *testing.T) {
 	srv := testjwt.NewJWKSServer(t, testjwt.JWKS(k))
 	c := JWTConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: srv.URL(), Realm: "r", Now: clk.Now}
 	errs := make(chan error, 10)
-	rk, err := NewRemoteKeys(c, func(_ string, err error) { errs <- err })
+	rk, err := NewRemoteKeys(c, func(f FetchReport) { errs <- f.Err })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +214,107 @@ func TestRefreshAfter(t *testing.T) {
 		if got := refreshAfter(tc.cc); got != tc.want {
 			t.Errorf("%q: %v, want %v", tc.cc, got, tc.want)
 		}
+	}
+}
+
+// TestRemoteKeysCarry: a RemoteKeys replacing another (a reload that
+// changed jwks_url or jwks_ca_file) verifies with the old one's last good
+// set until its own first fetch succeeds: through failed fetches (a wrong
+// CA) as through an outage, until the set is JWKSStaleAfter old (its
+// fetch time kept), and each failure reports the carried set with its
+// stale time. The first success replaces it (even with the same
+// document) and says so. Nothing is carried from a set already stale, nor
+// over a set fetched already, nor without an old set.
+func TestRemoteKeysCarry(t *testing.T) {
+	clk := testjwt.NewClock(testStart)
+	k1, k2 := testjwt.ES256("k1"), testjwt.ES256("k2")
+	srv := testjwt.NewJWKSServer(t, testjwt.JWKS(k1))
+	_, old := remoteJWT(t, clk, srv)
+	waitFetches(t, srv, old, 1)
+	fetchedAt := clk.Now()
+	clk.Add(time.Hour)
+
+	// The new source: another server, and roots that do not sign it.
+	srv2 := testjwt.NewJWKSServer(t, testjwt.JWKS(k1, k2))
+	wrong, err := selfsigned.New("other.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan FetchReport, 10)
+	next := func() FetchReport {
+		t.Helper()
+		select {
+		case f := <-reports:
+			return f
+		case <-time.After(10 * time.Second):
+			t.Fatal("no fetch reported")
+			return FetchReport{}
+		}
+	}
+	c := JWTConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: srv2.URL(), JWKSRoots: wrong.Pool,
+		ClockSkew: DefaultClockSkew, Realm: "r", Now: clk.Now}
+	rk, err := newRemoteKeys(c, func(f FetchReport) { reports <- f }, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rk.Close)
+	a := newJWT(c, rk)
+	f := next()
+	if f.Err == nil || !strings.Contains(f.Err.Error(), "certificate") || !f.Usable || !f.Carried || !f.StaleAt.Equal(fetchedAt.Add(JWKSStaleAfter)) || f.ReplacedCarried {
+		t.Errorf("failed fetch, carried set: %+v", f)
+	}
+	old.Close() // the reload retires the old source: its set lives on
+	sign := func(s *testjwt.Signer) string {
+		return s.Sign(testjwt.Claims(clk.Now(), testIssuer, testAudience, "alice"))
+	}
+	checkToken(t, a, sign(k1), ResultOK, "")
+	clk.Add(JWKSMinFetchInterval)
+	checkToken(t, a, sign(k2), ResultDenied, "unknown signing key") // the old set's; a refetch fails
+	if f := next(); f.Err == nil || !f.Carried || !f.Usable {
+		t.Errorf("second failed fetch: %+v", f)
+	}
+	if s := rk.State(); !s.Usable || !s.Carried || s.URL != srv2.URL() || !s.FetchedAt.Equal(fetchedAt) || s.LastErr == nil {
+		t.Errorf("state %+v", s)
+	}
+
+	// The stale bound is the old set's: 24 h after its fetch.
+	clk.Add(fetchedAt.Add(JWKSStaleAfter - time.Second).Sub(clk.Now()))
+	checkToken(t, a, sign(k1), ResultOK, "")
+	next()
+	clk.Add(time.Second)
+	checkToken(t, a, sign(k1), ResultUnavailable, "")
+	if s := rk.State(); s.Usable || !s.Carried {
+		t.Errorf("stale carried set: %+v", s)
+	}
+
+	// The new source fixed (here: its CA trusted after all): the first
+	// success replaces the carried set.
+	rk2, err := newRemoteKeys(JWTConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: srv2.URL(), JWKSRoots: srv2.Pool(),
+		Realm: "r", Now: clk.Now}, func(f FetchReport) { reports <- f }, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rk2.Close)
+	if f := next(); f.Err != nil || f.Carried || f.ReplacedCarried || !f.Usable {
+		t.Errorf("a stale set was carried: %+v", f)
+	}
+
+	srv3 := testjwt.NewJWKSServer(t, testjwt.JWKS(k1, k2))
+	_, fresh := remoteJWT(t, clk, srv3)
+	waitFetches(t, srv3, fresh, 1)
+	rk3, err := newRemoteKeys(JWTConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: srv2.URL(), JWKSRoots: srv2.Pool(),
+		Realm: "r", Now: clk.Now}, func(f FetchReport) { reports <- f }, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rk3.Close)
+	if f := next(); f.Err != nil || f.Carried || !f.ReplacedCarried || !f.Usable || f.FetchedAt != clk.Now() {
+		t.Errorf("the new source's first success: %+v", f)
+	}
+	if rk3.carry(fresh) {
+		t.Error("carried over a fetched set")
+	}
+	if rk3.carry(nil) || rk3.carry(rk3) {
+		t.Error("carried nothing")
 	}
 }

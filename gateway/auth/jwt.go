@@ -172,7 +172,10 @@ func newJWT(c JWTConfig, remote *RemoteKeys) *jwtAuth {
 	a.missing = realm
 	for p := jwtSeveral; p < jwtProblems; p++ {
 		code := "invalid_token"
-		if p == jwtClaimMissing || p == jwtClaimValue {
+		switch p {
+		case jwtSeveral:
+			code = "invalid_request" // RFC 6750 §3.1: a repeated parameter, 400
+		case jwtClaimMissing, jwtClaimValue:
 			code = "insufficient_scope"
 		}
 		a.challenges[p] = realm + `, error="` + code + `", error_description="` + jwtDescriptions[p] + `"`
@@ -182,7 +185,9 @@ func newJWT(c JWTConfig, remote *RemoteKeys) *jwtAuth {
 
 // check is the verdict on r's bearer token: ResultMissing without an
 // Authorization field of the Bearer scheme (RFC 6750 §3.1: no error code
-// then), ResultDenied for a token that is not valid, ResultForbidden for
+// then), ResultMalformed for more than one Authorization field (RFC 6750
+// §3.1 invalid_request), ResultDenied for a token that is not valid,
+// ResultForbidden for
 // a valid one lacking a claim to forward, ResultUnavailable when no usable
 // key set could be had, ResultCanceled when the client left while a fetch
 // was awaited; else ResultOK, the "sub" claim and the forwarded fields
@@ -196,7 +201,7 @@ func (a *jwtAuth) check(ctx context.Context, h http.Header) (result, subject, ch
 		return ResultMissing, "", a.missing
 	}
 	if len(v) > 1 {
-		return a.deny(jwtSeveral)
+		return ResultMalformed, "", a.challenges[jwtSeveral]
 	}
 	scheme, token, _ := strings.Cut(trimOWS(v[0]), " ")
 	if !strings.EqualFold(scheme, "Bearer") {

@@ -7,13 +7,14 @@ import "github.com/hashicorp/go-metrics/prometheus"
 //	impulse_auth{route,method,result}  counter of authentication decisions
 //
 // route is the route's path_prefix (as the span's http.route), method one
-// of api_key, basic, forward and result one of ok, missing, denied,
-// unavailable, canceled (auth.Method*, auth.Result*): bounded labels. A
+// of api_key, basic, jwt, forward and result one of ok, missing, denied,
+// malformed, forbidden, unavailable, canceled, busy (auth.Method*, auth.Result*):
+// bounded labels. A
 // request on a route with several methods counts once per method asked.
 var metricAuth = []string{"auth"}
 
 var authCounters = []prometheus.CounterDefinition{
-	{Name: metricAuth, Help: "Edge authentication decisions, by route (path_prefix), method (api_key, basic, forward) and result (ok, missing, denied, unavailable, canceled)."},
+	{Name: metricAuth, Help: "Edge authentication decisions, by route (path_prefix), method (api_key, basic, jwt, forward) and result (ok, missing, denied, malformed, forbidden, unavailable, canceled, busy)."},
 }
 
 // authKey is one impulse_auth series; upstream (not a label) ties it to

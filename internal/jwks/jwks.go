@@ -13,6 +13,7 @@
 package jwks
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -61,6 +62,11 @@ func CheckAlgorithm(alg string) string {
 		return `"none" (an unsecured JWT, RFC 7519 §6) is never accepted (RFC 8725 §3.1)`
 	case strings.HasPrefix(strings.ToUpper(alg), "HS"):
 		return fmt.Sprintf("%q is HMAC, a shared secret: keys come from a JWKS of public keys, and a token signed with a public key as the secret would pass (RFC 8725 §2.1, §3.1)", alg)
+	}
+	for _, a := range Algorithms {
+		if strings.EqualFold(a, alg) {
+			return fmt.Sprintf("%q is not a supported algorithm: names are case-sensitive (RFC 7515 §4.1.1), write %q", alg, a)
+		}
 	}
 	return fmt.Sprintf("%q is not a supported algorithm (%s)", alg, strings.Join(Algorithms, ", "))
 }
@@ -163,10 +169,13 @@ var ErrNoUsableKey = errors.New("no key usable with the configured algorithms")
 // key holding secret material (private parameters or an "oct" key), and a
 // set with keys of which none is usable (wrapping ErrNoUsableKey; an empty
 // "keys" array is no error: the caller decides). No error quotes a key.
+// A leading UTF-8 byte order mark (Windows editors write one) is ignored,
+// as RFC 8259 §8.1 allows.
 func Parse(data []byte, algs []string) (*Set, error) {
 	if len(data) > MaxBytes {
 		return nil, fmt.Errorf("the key set is over %d bytes", MaxBytes)
 	}
+	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
 	var doc struct {
 		Keys []json.RawMessage `json:"keys"`
 	}

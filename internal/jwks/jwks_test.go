@@ -132,3 +132,19 @@ func TestParse(t *testing.T) {
 		t.Errorf("empty set: %v %v", s, err)
 	}
 }
+
+// TestParseBOM: a leading UTF-8 byte order mark is not part of the
+// document (RFC 8259 §8.1); one elsewhere is still an error.
+func TestParseBOM(t *testing.T) {
+	doc := setOf(jwkJSON(t, testjwt.ES256("e1").JWK()))
+	s, err := Parse(append([]byte("\xEF\xBB\xBF"), doc...), DefaultAlgorithms)
+	if err != nil || s.Len() != 1 || !s.Has("e1", "ES256") {
+		t.Fatalf("with a BOM: %v, %v", s, err)
+	}
+	if plain, _ := Parse(doc, DefaultAlgorithms); plain.Digest != s.Digest {
+		t.Error("the BOM changes the set's digest")
+	}
+	if _, err := Parse(append([]byte(" \xEF\xBB\xBF"), doc...), DefaultAlgorithms); err == nil {
+		t.Error("a BOM after a space was accepted")
+	}
+}
