@@ -169,6 +169,7 @@ func (g *Gateway) sampleTLS(now time.Time) {
 			g.obs.Metrics.CertificateExpiry(listener, name, notAfter.Sub(now).Seconds())
 		}
 	}
+	g.sampleMesh(now) // mesh.go
 }
 
 // onEvent logs backend lifecycle transitions and counts health changes.

@@ -116,6 +116,10 @@ var (
 	// CORSDenied: a CORS preflight the route's cors block does not allow
 	// (origin, method or a requested field); it carries no CORS field.
 	CORSDenied = Answer{403, "cors_denied", GRPCPermissionDenied, false, Response}
+	// IntentionDenied: on a mesh listener, the Consul intentions deny the
+	// peer's service this request (an L7 permission, an L4 deny that came
+	// into force after the connection opened, or the default policy).
+	IntentionDenied = Answer{403, "intention_denied", GRPCPermissionDenied, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -128,6 +132,7 @@ var All = []Answer{
 	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthForbidden, AuthUnavailable, AuthBusy,
 	IPDenied,
 	CORSDenied,
+	IntentionDenied,
 }
 
 // byReason indexes All.

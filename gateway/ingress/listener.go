@@ -129,7 +129,11 @@ const defaultAltSvcMaxAge = 24 * time.Hour
 // data and the Alt-Svc value. port is the bound port.
 func (l *Listener) configure(lc Config, p protoSet, port int) {
 	l.protos.Store(&p)
-	lt := deriveTLS(lc.TLS, p)
+	base := lc.TLS
+	if lc.Mesh != nil {
+		base = lc.Mesh.ServerTLS()
+	}
+	lt := deriveTLS(base, p)
 	// quic-go's http3 seals tickets with the keys of the configuration a
 	// handshake gets, which is new after each reload: borrow stable
 	// (auto-rotating) ones, so tickets, and so 0-RTT, survive a reload as
@@ -188,11 +192,14 @@ func deriveTLS(base *tls.Config, p protoSet) *listenerTLS {
 	return &listenerTLS{quic: q, tcp: t}
 }
 
-// Check reports what makes lc unusable: no TLS, an unknown protocol, an
-// unknown ProxyProtocol.UDP format.
+// Check reports what makes lc unusable: no TLS nor Mesh, an unknown protocol, an
+// unknown ProxyProtocol.UDP format, both TLS and Mesh.
 func (lc Config) Check() error {
-	if lc.TLS == nil {
+	switch {
+	case lc.TLS == nil && lc.Mesh == nil:
 		return fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
+	case lc.TLS != nil && lc.Mesh != nil:
+		return fmt.Errorf("gateway: listener %q: a mesh listener takes its TLS from the mesh, not from a TLS configuration", lc.Name)
 	}
 	if _, err := parseProtocols(lc.Protocols); err != nil {
 		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)
