@@ -86,6 +86,10 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	switch {
 	case m.Consul != nil:
 		c.Consul = buildConsul(top, m.Consul, lookupEnv)
+	case m.Connect != nil:
+		// A mesh identity without a consul block: the local agent, with
+		// the defaults (and the CONSUL_HTTP_* environment), as below.
+		c.Consul = buildConsul(blk{diags: diags, def: m.Connect.DefRange}, nil, lookupEnv)
 	default:
 		for _, u := range m.Upstreams {
 			if u.Consul != nil {

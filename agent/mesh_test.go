@@ -1,0 +1,339 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/impulse-agent/impulse-agent/test/consultest"
+)
+
+// Inbound service mesh (issue 23, cases M01–M03) against the real Consul
+// dev agent, whose Connect CA is one the test owns (mesh_pki_test.go): the
+// gateway has connect { service = "web" } and a mesh listener over h1, h2
+// and h3 in front of one app.
+
+// meshEnv is a running gateway with a mesh listener, its Consul, the CA,
+// and a leaf of service "client" fetched from the agent.
+type meshEnv struct {
+	consul *consultest.Agent
+	ca     *meshCA
+	td     string
+	r      *running
+	client tls.Certificate
+}
+
+var meshProtocols = []string{"h1", "h2", "h3"}
+
+// meshConfig is a gateway whose listener "mesh" serves the Connect identity
+// web in front of the app at appURL, with Consul at consulAddr.
+func meshConfig(consulAddr, appURL string) string {
+	return baseConfig + fmt.Sprintf(`
+connect {
+  service = "web"
+}
+consul {
+  address = %q
+  wait    = "2s"
+}
+listener "mesh" {
+  address   = "127.0.0.1:0"
+  protocols = ["h1", "h2", "h3"]
+  connect   = true
+}
+upstream "app" {
+  route {}
+  backend "a" { address = %q }
+}
+`, consulAddr, appURL)
+}
+
+func startMesh(t *testing.T) *meshEnv {
+	t.Helper()
+	ca := newMeshCA(t)
+	consul := consultest.Start(t, consultest.WithConfig(ca.consulConfig(t)))
+	consul.RegisterTTL(t, "client-1", "client", "127.0.0.1", 9, nil, nil)
+	leaf, _, err := consul.Client().Agent().ConnectCALeaf("client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair([]byte(leaf.CertPEM), []byte(leaf.PrivateKeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, _, err := consul.Client().Agent().ConnectCARoots(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := backend(t, "app")
+	r := start(t, meshConfig(consul.Addr(), app.URL))
+	e := &meshEnv{consul: consul, ca: ca, td: roots.TrustDomain, r: r, client: cert}
+	waitUntil(t, "the gateway is ready", 15*time.Second, func() bool {
+		code, _ := r.control("GET", "/v1/ready", "")
+		return code == 200
+	})
+	return e
+}
+
+// waitUntil polls cond every 20 ms until it holds or timeout passes.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// svc is the SPIFFE ID of service name in the cluster's trust domain.
+func (e *meshEnv) svc(name string) string {
+	return "spiffe://" + e.td + "/ns/default/dc/dc1/svc/" + name
+}
+
+// meshClient is an HTTP client of one protocol presenting cert (nil:
+// none); it checks the server is service web. close releases it.
+func meshClient(proto string, cert *tls.Certificate, keepAlive bool) (c *http.Client, close func()) {
+	cfg := &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 || len(cs.PeerCertificates[0].URIs) != 1 ||
+			!strings.HasSuffix(cs.PeerCertificates[0].URIs[0].String(), "/svc/web") {
+			return errors.New("the server is not service web")
+		}
+		return nil
+	}}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	var rt http.RoundTripper
+	switch proto {
+	case "h3":
+		tr := &http3.Transport{TLSClientConfig: cfg}
+		return &http.Client{Transport: tr, Timeout: 5 * time.Second}, func() { tr.Close() }
+	case "h2":
+		var p http.Protocols
+		p.SetHTTP2(true)
+		rt = &http.Transport{TLSClientConfig: cfg, Protocols: &p, DisableKeepAlives: !keepAlive}
+	default:
+		var p http.Protocols
+		p.SetHTTP1(true)
+		rt = &http.Transport{TLSClientConfig: cfg, Protocols: &p, DisableKeepAlives: !keepAlive}
+	}
+	tr := rt.(*http.Transport)
+	return &http.Client{Transport: rt, Timeout: 5 * time.Second}, tr.CloseIdleConnections
+}
+
+// meshGet sends GET path over proto with cert on a fresh connection and
+// returns the status, the x-impulse-error field and the body, or the error.
+func (e *meshEnv) meshGet(proto string, cert *tls.Certificate, path string) (int, string, string, error) {
+	c, done := meshClient(proto, cert, false)
+	defer done()
+	return get(c, "https://"+e.r.a.ListenerAddrs()["mesh"].String()+path)
+}
+
+func get(c *http.Client, u string) (int, string, string, error) {
+	resp, err := c.Get(u)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Impulse-Error"), string(b), err
+}
+
+// metricsText is the control API's /metrics.
+func (e *meshEnv) metricsText(t *testing.T) string {
+	t.Helper()
+	code, body := e.r.control("GET", "/metrics", "")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	return body
+}
+
+// TestM01MeshInboundPeers: only a Connect peer with a valid certificate
+// gets a request through the mesh listener, over h1, h2 and h3 (over h3
+// the dial may succeed under TLS 1.3: the request is what must fail). The
+// refusals are counted by reason in impulse_connect_authorizations, and
+// the leaf's expiry is exported.
+func TestM01MeshInboundPeers(t *testing.T) {
+	e := startMesh(t)
+	other := newMeshCA(t)
+	past := time.Now().Add(-48 * time.Hour)
+	peers := []struct {
+		name, reason string
+		cert         *tls.Certificate
+	}{
+		{"no certificate", "no_certificate", nil},
+		{"a foreign CA", "untrusted", ptr(other.issue(t, []string{e.svc("client")}, time.Time{}, time.Time{}))},
+		{"an expired leaf", "expired", ptr(e.ca.issue(t, []string{e.svc("client")}, past, past.Add(time.Hour)))},
+		{"a non-SPIFFE URI", "bad_identity", ptr(e.ca.issue(t, []string{"https://client.example/"}, time.Time{}, time.Time{}))},
+		{"two URI SANs", "bad_identity", ptr(e.ca.issue(t, []string{e.svc("client"), e.svc("admin")}, time.Time{}, time.Time{}))},
+		{"another trust domain", "trust_domain", ptr(e.ca.issue(t, []string{"spiffe://other.consul/ns/default/dc/dc1/svc/client"}, time.Time{}, time.Time{}))},
+	}
+	for _, proto := range meshProtocols {
+		t.Run(proto, func(t *testing.T) {
+			code, _, body, err := e.meshGet(proto, &e.client, "/hello")
+			if err != nil || code != 200 || body != "app" {
+				t.Fatalf("the client's leaf: %d %q %v", code, body, err)
+			}
+			for _, p := range peers {
+				if code, _, body, err := e.meshGet(proto, p.cert, "/hello"); err == nil {
+					t.Errorf("%s: a request got through: %d %q", p.name, code, body)
+				}
+			}
+		})
+	}
+	waitUntil(t, "the refusals and the leaf expiry are exported", 5*time.Second, func() bool {
+		m := e.metricsText(t)
+		for _, p := range peers {
+			if !strings.Contains(m, `impulse_connect_authorizations{result="`+p.reason+`"`) {
+				return false
+			}
+		}
+		return strings.Contains(m, `impulse_connect_authorizations{result="allow",source="client"}`) &&
+			strings.Contains(m, `impulse_connect_leaf_expiry_seconds{service="web"}`)
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// setIntentions writes the service-intentions config entry of web.
+func (e *meshEnv) setIntentions(t *testing.T, sources ...*api.SourceIntention) {
+	t.Helper()
+	if _, _, err := e.consul.Client().ConfigEntries().Set(&api.ServiceIntentionsConfigEntry{
+		Kind: api.ServiceIntentions, Name: "web", Sources: sources}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestM02MeshL4IntentionsLive: an L4 deny of client → web refuses new
+// connections of client (over h1, h2 and h3) soon after it is written,
+// without a reload, while another source stays allowed; an open
+// connection gets 403 intention_denied at its next request (intentions
+// are decided per request too); allowing again lets client back in.
+func TestM02MeshL4IntentionsLive(t *testing.T) {
+	e := startMesh(t)
+	gen := e.r.a.generation()
+	otherPeer := e.ca.issue(t, []string{e.svc("other")}, time.Time{}, time.Time{})
+	addr := "https://" + e.r.a.ListenerAddrs()["mesh"].String() + "/hello"
+	open, closeOpen := meshClient("h2", &e.client, true)
+	defer closeOpen()
+	if code, _, _, err := get(open, addr); err != nil || code != 200 {
+		t.Fatalf("before: %d %v", code, err)
+	}
+
+	e.setIntentions(t, &api.SourceIntention{Name: "client", Action: api.IntentionActionDeny})
+	waitUntil(t, "client is refused", 5*time.Second, func() bool {
+		_, _, _, err := e.meshGet("h1", &e.client, "/hello")
+		return err != nil
+	})
+	for _, proto := range meshProtocols {
+		if code, _, _, err := e.meshGet(proto, &e.client, "/hello"); err == nil {
+			t.Errorf("%s: client denied, yet got %d", proto, code)
+		}
+		if code, _, _, err := e.meshGet(proto, &otherPeer, "/hello"); err != nil || code != 200 {
+			t.Errorf("%s: other: %d %v", proto, code, err)
+		}
+	}
+	if code, reason, _, err := get(open, addr); err != nil || code != 403 || reason != "intention_denied" {
+		t.Errorf("the open connection: %d %q %v, want 403 intention_denied", code, reason, err)
+	}
+
+	e.setIntentions(t, &api.SourceIntention{Name: "client", Action: api.IntentionActionAllow})
+	waitUntil(t, "client is allowed again", 5*time.Second, func() bool {
+		code, _, _, err := e.meshGet("h3", &e.client, "/hello")
+		return err == nil && code == 200
+	})
+	if g := e.r.a.generation(); g != gen {
+		t.Errorf("generation %d → %d: intentions must apply without a reload", gen, g)
+	}
+	if !strings.Contains(e.metricsText(t), `impulse_connect_authorizations{result="deny",source="client"}`) {
+		t.Error("no deny counted for client")
+	}
+}
+
+// TestM03MeshL7Intentions: a service-intentions entry with permissions for
+// client (web's protocol http): GET under /api/ allowed, /admin denied —
+// also written //admin, /a/../admin, /api/../admin and /%61dmin, which the
+// gateway's normalisation makes /admin — and X-Role: ops required under
+// /ops/. Unmatched requests get the default (allow: no ACLs). Over h1, h2
+// and h3; a denied request gets 403 intention_denied.
+func TestM03MeshL7Intentions(t *testing.T) {
+	e := startMesh(t)
+	if _, _, err := e.consul.Client().ConfigEntries().Set(&api.ServiceConfigEntry{
+		Kind: api.ServiceDefaults, Name: "web", Protocol: "http"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.setIntentions(t, &api.SourceIntention{Name: "client", Permissions: []*api.IntentionPermission{
+		{Action: api.IntentionActionAllow, HTTP: &api.IntentionHTTPPermission{PathPrefix: "/api/", Methods: []string{"GET"}}},
+		{Action: api.IntentionActionDeny, HTTP: &api.IntentionHTTPPermission{PathExact: "/admin"}},
+		{Action: api.IntentionActionAllow, HTTP: &api.IntentionHTTPPermission{PathPrefix: "/ops/",
+			Header: []api.IntentionHTTPHeaderPermission{{Name: "X-Role", Exact: "ops"}}}},
+		{Action: api.IntentionActionDeny, HTTP: &api.IntentionHTTPPermission{PathPrefix: "/ops/"}},
+	}})
+	waitUntil(t, "the L7 intention applies", 5*time.Second, func() bool {
+		code, _, _, _ := e.meshGet("h1", &e.client, "/admin")
+		return code == 403
+	})
+	cases := []struct {
+		path string
+		code int
+	}{
+		{"/api/x", 200}, {"/admin", 403}, {"//admin", 403}, {"/a/../admin", 403}, {"/api/../admin", 403},
+		{"/%61dmin", 403}, {"/ADMIN", 200}, {"/admin/x", 200}, {"/ops/run", 403}, {"/other", 200},
+	}
+	for _, proto := range meshProtocols {
+		t.Run(proto, func(t *testing.T) {
+			for _, c := range cases {
+				code, reason, _, err := e.meshGet(proto, &e.client, c.path)
+				if err != nil || code != c.code || (c.code == 403) != (reason == "intention_denied") {
+					t.Errorf("%s: %d %q %v, want %d", c.path, code, reason, err, c.code)
+				}
+			}
+			c, done := meshClient(proto, &e.client, false)
+			defer done()
+			req, _ := http.NewRequest("GET", "https://"+e.r.a.ListenerAddrs()["mesh"].String()+"/ops/run", nil)
+			req.Header.Set("X-Role", "ops")
+			resp, err := c.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				t.Errorf("/ops/run with X-Role ops: %v %v", resp, err)
+			} else {
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestMeshConsulDownAtStart: with Consul unreachable the gateway starts,
+// its mesh listener refuses every handshake, and /v1/ready says why.
+func TestMeshConsulDownAtStart(t *testing.T) {
+	ca := newMeshCA(t)
+	app := backend(t, "app")
+	r := start(t, meshConfig("127.0.0.1:1", app.URL))
+	waitUntil(t, "a watch has failed", 10*time.Second, func() bool {
+		code, reasons := readyReasons(t, r)
+		return code == 503 && strings.Contains(strings.Join(reasons, "\n"), "connect web: no leaf certificate yet (last error:")
+	})
+	cert := ca.issue(t, []string{"spiffe://x.consul/ns/default/dc/dc1/svc/client"}, time.Time{}, time.Time{})
+	for _, proto := range meshProtocols {
+		c, done := meshClient(proto, &cert, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+r.a.ListenerAddrs()["mesh"].String()+"/", nil)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: served %d without a leaf", proto, resp.StatusCode)
+		}
+		cancel()
+		done()
+	}
+}
