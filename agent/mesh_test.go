@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"net/http"
 	"strings"
 	"testing"
@@ -335,5 +336,54 @@ func TestMeshConsulDownAtStart(t *testing.T) {
 		}
 		cancel()
 		done()
+	}
+}
+
+// TestMeshConsulOutageKeepsServing: once the gateway has its leaf, roots
+// and intentions, Consul going away changes nothing for mesh peers: the
+// last leaf is served (it has not expired) and /v1/ready stays 200,
+// degraded with the reason.
+func TestMeshConsulOutageKeepsServing(t *testing.T) {
+	e := startMesh(t)
+	e.consul.Stop()
+	waitUntil(t, "readiness degraded by the failing leaf watch", 15*time.Second, func() bool {
+		code, body := e.r.control("GET", "/v1/ready", "")
+		return code == 200 && strings.Contains(body, "connect web: serving the last leaf certificate")
+	})
+	for _, proto := range meshProtocols {
+		if code, _, body, err := e.meshGet(proto, &e.client, "/hello"); err != nil || code != 200 || body != "app" {
+			t.Errorf("%s with Consul down: %d %q %v", proto, code, body, err)
+		}
+	}
+}
+
+// TestMeshReload: a reload with the same connect block keeps the mesh
+// listener serving (and enforcing: a peer without a certificate is still
+// refused); one that changes the connect block is refused with a
+// diagnostic at the block, and the running configuration stays.
+func TestMeshReload(t *testing.T) {
+	e := startMesh(t)
+	if _, diags, err := e.r.a.Reload(); err != nil {
+		t.Fatalf("same configuration: %v %v", err, diags)
+	}
+	if code, _, _, err := e.meshGet("h2", &e.client, "/hello"); err != nil || code != 200 {
+		t.Fatalf("after a reload: %d %v", code, err)
+	}
+	if _, _, _, err := e.meshGet("h2", nil, "/hello"); err == nil {
+		t.Fatal("after a reload: a peer without a certificate got through")
+	}
+	b, err := os.ReadFile(e.r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.r.cfg, []byte(strings.Replace(string(b), `service = "web"`, `service = "api"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, diags, err := e.r.a.Reload()
+	if err == nil || len(diags) == 0 || !strings.Contains(diags[0], "gateway.hcl:") || !strings.Contains(diags[0], "needs a restart") {
+		t.Fatalf("changed connect block: %v %v", err, diags)
+	}
+	if code, _, _, err := e.meshGet("h3", &e.client, "/hello"); err != nil || code != 200 {
+		t.Fatalf("after a refused reload: %d %v", code, err)
 	}
 }
