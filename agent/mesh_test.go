@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/quic-go/quic-go/http3"
+	"golang.org/x/net/http2"
 
 	"github.com/impulse-agent/impulse-agent/test/consultest"
 )
@@ -208,6 +210,16 @@ func TestM01MeshInboundPeers(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// httpProtocol makes web an http service (service-defaults), which L7
+// intentions need.
+func (e *meshEnv) httpProtocol(t *testing.T) {
+	t.Helper()
+	if _, _, err := e.consul.Client().ConfigEntries().Set(&api.ServiceConfigEntry{
+		Kind: api.ServiceDefaults, Name: "web", Protocol: "http"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setIntentions writes the service-intentions config entry of web.
 func (e *meshEnv) setIntentions(t *testing.T, sources ...*api.SourceIntention) {
 	t.Helper()
@@ -271,10 +283,7 @@ func TestM02MeshL4IntentionsLive(t *testing.T) {
 // and h3; a denied request gets 403 intention_denied.
 func TestM03MeshL7Intentions(t *testing.T) {
 	e := startMesh(t)
-	if _, _, err := e.consul.Client().ConfigEntries().Set(&api.ServiceConfigEntry{
-		Kind: api.ServiceDefaults, Name: "web", Protocol: "http"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.httpProtocol(t)
 	e.setIntentions(t, &api.SourceIntention{Name: "client", Permissions: []*api.IntentionPermission{
 		{Action: api.IntentionActionAllow, HTTP: &api.IntentionHTTPPermission{PathPrefix: "/api/", Methods: []string{"GET"}}},
 		{Action: api.IntentionActionDeny, HTTP: &api.IntentionHTTPPermission{PathExact: "/admin"}},
@@ -385,5 +394,47 @@ func TestMeshReload(t *testing.T) {
 	}
 	if code, _, _, err := e.meshGet("h3", &e.client, "/hello"); err != nil || code != 200 {
 		t.Fatalf("after a refused reload: %d %v", code, err)
+	}
+}
+
+// TestMeshPriorKnowledgeH2: a TLS connection that negotiated no ALPN and
+// starts with the HTTP/2 preface (Envoy's upstream clusters speak HTTP/2
+// by prior knowledge) is served as HTTP/2, with the peer's identity: the
+// request is authorized as client's (an L7 deny applies to it too), and
+// several requests share the connection.
+func TestMeshPriorKnowledgeH2(t *testing.T) {
+	e := startMesh(t)
+	e.httpProtocol(t)
+	e.setIntentions(t, &api.SourceIntention{Name: "client", Permissions: []*api.IntentionPermission{
+		{Action: api.IntentionActionDeny, HTTP: &api.IntentionHTTPPermission{PathExact: "/admin"}}}})
+	dials := 0
+	tr := &http2.Transport{DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		dials++
+		d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{e.client}}} // no ALPN
+		return d.DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	base := "https://" + e.r.a.ListenerAddrs()["mesh"].String()
+	waitUntil(t, "the L7 intention applies", 5*time.Second, func() bool {
+		code, _, _, err := get(c, base+"//admin")
+		return err == nil && code == 403
+	})
+	for range 3 {
+		resp, err := c.Get(base + "/hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "app" || resp.ProtoMajor != 2 {
+			t.Fatalf("%s %d %q", resp.Proto, resp.StatusCode, b)
+		}
+	}
+	if code, reason, _, err := get(c, base+"/admin"); err != nil || code != 403 || reason != "intention_denied" {
+		t.Errorf("/admin: %d %q %v", code, reason, err)
+	}
+	if dials != 1 {
+		t.Errorf("%d connections, want 1", dials)
 	}
 }

@@ -56,6 +56,7 @@ type Listener struct {
 	tls     atomic.Pointer[listenerTLS]
 	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
 	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
+	mesh    atomic.Bool              // ListenerConfig.Mesh is set: HTTP/2 by prior knowledge without ALPN (prior.go)
 	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 
@@ -133,6 +134,7 @@ func (l *Listener) configure(lc Config, p protoSet, port int) {
 	if lc.Mesh != nil {
 		base = lc.Mesh.ServerTLS()
 	}
+	l.mesh.Store(lc.Mesh != nil)
 	lt := deriveTLS(base, p)
 	// quic-go's http3 seals tickets with the keys of the configuration a
 	// handshake gets, which is new after each reload: borrow stable
