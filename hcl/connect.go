@@ -94,12 +94,13 @@ func checkConnectService(s string) string {
 
 // checkMeshListeners checks the listeners with connect = true against the
 // connect block: one is required (the mesh identity they serve), and such
-// a listener has no tls block (its TLS comes from the leaf certificate).
-// Errors are at the connect argument and the tls block.
+// a listener has no tls block (its TLS comes from the leaf certificate)
+// and no early_data = true. Errors are at the connect argument, the tls
+// block and early_data.
 func checkMeshListeners(top blk, c *Config, raws []*rawListener) {
-	mesh := map[string]bool{}
+	mesh, early := map[string]bool{}, map[string]bool{}
 	for _, l := range c.Listeners {
-		mesh[l.Name] = l.Connect
+		mesh[l.Name], early[l.Name] = l.Connect, l.EarlyData
 	}
 	for _, r := range raws {
 		if r.Connect == nil || !mesh[r.Name] {
@@ -109,6 +110,10 @@ func checkMeshListeners(top blk, c *Config, raws []*rawListener) {
 		if c.Connect == nil {
 			b.errorf(r.Connect, "", "Missing connect block",
 				"connect = true makes this a service mesh listener, which serves the gateway's Connect identity: add a top-level connect { service = \"NAME\" } block.")
+		}
+		if r.EarlyData != nil && early[r.Name] {
+			b.errorf(r.EarlyData, "", "Conflicting arguments",
+				"a connect = true listener does not accept early data (0-RTT requests arrive before the handshake has verified the peer's certificate); remove early_data.")
 		}
 		if r.TLS != nil {
 			rng := r.TLS.DefRange

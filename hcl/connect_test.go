@@ -83,6 +83,7 @@ func TestMeshListener(t *testing.T) {
 		{"no connect block", mesh(""), "mesh.hcl:3:13: Missing connect block: listener \"mesh\" connect: connect = true makes this a service mesh listener"},
 		{"a tls block", ident + mesh("  tls {\n    cert_file = \"testdata/certs/cert.pem\"\n    key_file = \"testdata/certs/key.pem\"\n  }\n"),
 			"mesh.hcl:7:3: Conflicting blocks: listener \"mesh\" tls: a connect = true listener takes its TLS from the Connect leaf certificate"},
+		{"early data", ident + mesh("  protocols = [\"h3\"]\n  early_data = true\n"), "mesh.hcl:8:16: Conflicting arguments: listener \"mesh\" early_data: a connect = true listener does not accept early data"},
 		{"not a bool", ident + "listener \"mesh\" {\n  address = \"127.0.0.1:21000\"\n  connect = \"yes\"\n}\n", "mesh.hcl:6:13: Invalid value type"},
 	}
 	for _, c := range cases {

@@ -142,7 +142,9 @@ func (l *Listener) configure(lc Config, p protoSet, port int) {
 	// they do on TCP (where crypto/tls uses the outer configuration's).
 	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
 	l.tls.Store(lt)
-	l.early.Store(lc.EarlyData)
+	// A mesh listener never accepts 0-RTT: early data is handled before
+	// the handshake has verified the peer's certificate.
+	l.early.Store(lc.EarlyData && lc.Mesh == nil)
 	l.client.Store(&clientConf{proxy: lc.ProxyProtocol, forwarded: lc.ForwardedTrusted, rules: lc.IPRules})
 	if !p.h3 {
 		l.altSvc.Store(nil)
