@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -77,7 +78,14 @@ func startMesh(t *testing.T) *meshEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := backend(t, "app")
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/xfcc" {
+			io.WriteString(w, r.Header.Get("X-Forwarded-Client-Cert"))
+			return
+		}
+		io.WriteString(w, "app")
+	}))
+	t.Cleanup(app.Close)
 	r := start(t, meshConfig(consul.Addr(), app.URL))
 	e := &meshEnv{consul: consul, ca: ca, td: roots.TrustDomain, r: r, client: cert}
 	waitUntil(t, "the gateway is ready", 15*time.Second, func() bool {
@@ -164,7 +172,8 @@ func (e *meshEnv) metricsText(t *testing.T) string {
 }
 
 // TestM01MeshInboundPeers: only a Connect peer with a valid certificate
-// gets a request through the mesh listener, over h1, h2 and h3 (over h3
+// gets a request through the mesh listener (the app sees its SPIFFE ID in
+// X-Forwarded-Client-Cert), over h1, h2 and h3 (over h3
 // the dial may succeed under TLS 1.3: the request is what must fail). The
 // refusals are counted by reason in impulse_connect_authorizations, and
 // the leaf's expiry is exported.
@@ -188,6 +197,10 @@ func TestM01MeshInboundPeers(t *testing.T) {
 			code, _, body, err := e.meshGet(proto, &e.client, "/hello")
 			if err != nil || code != 200 || body != "app" {
 				t.Fatalf("the client's leaf: %d %q %v", code, body, err)
+			}
+			// The app learns the peer's identity as Envoy tells it.
+			if _, _, xfcc, err := e.meshGet(proto, &e.client, "/xfcc"); err != nil || !strings.Contains(xfcc, ";URI="+e.svc("client")) {
+				t.Errorf("X-Forwarded-Client-Cert %q (%v), want URI=%s", xfcc, err, e.svc("client"))
 			}
 			for _, p := range peers {
 				if code, _, body, err := e.meshGet(proto, p.cert, "/hello"); err == nil {
