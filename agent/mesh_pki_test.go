@@ -29,13 +29,16 @@ type meshCA struct {
 
 var meshSerial atomic.Int64
 
-func newMeshCA(t testing.TB) *meshCA {
+func newMeshCA(t testing.TB) *meshCA { return newNamedMeshCA(t, "impulse test Connect CA") }
+
+// newNamedMeshCA is a CA whose root's common name is cn.
+func newNamedMeshCA(t testing.TB, cn string) *meshCA {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(meshSerial.Add(1)), Subject: pkix.Name{CommonName: "impulse test Connect CA"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(meshSerial.Add(1)), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
@@ -46,17 +49,21 @@ func newMeshCA(t testing.TB) *meshCA {
 	return &meshCA{cert: c, key: k}
 }
 
-// consulConfig is the Consul agent configuration that makes ca the
-// cluster's Connect CA.
-func (ca *meshCA) consulConfig(t testing.TB) string {
+// pems returns ca's private key and root certificate, PEM.
+func (ca *meshCA) pems(t testing.TB) (key, root string) {
 	der, err := x509.MarshalECPrivateKey(ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
-	root := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-	return fmt.Sprintf("connect {\n  enabled = true\n  ca_config {\n    private_key = %q\n    root_cert = %q\n  }\n}\n",
-		strings.TrimSpace(string(key)), strings.TrimSpace(string(root)))
+	return strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))),
+		strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})))
+}
+
+// consulConfig is the Consul agent configuration that makes ca the
+// cluster's Connect CA.
+func (ca *meshCA) consulConfig(t testing.TB) string {
+	key, root := ca.pems(t)
+	return fmt.Sprintf("connect {\n  enabled = true\n  ca_config {\n    private_key = %q\n    root_cert = %q\n  }\n}\n", key, root)
 }
 
 // issue signs a client certificate with the URI SANs uris, valid from

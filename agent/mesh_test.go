@@ -451,3 +451,52 @@ func TestMeshPriorKnowledgeH2(t *testing.T) {
 		t.Errorf("%d connections, want 1", dials)
 	}
 }
+
+// TestMeshCARotation: a CA rotation (PUT /v1/connect/ca/configuration with
+// a new root) makes Consul re-issue web's leaf under the new root; new
+// handshakes get it without a restart, an open connection keeps working,
+// and the client's leaf from the old root is still trusted (the old root
+// stays among the roots until its leaves expire).
+func TestMeshCARotation(t *testing.T) {
+	e := startMesh(t)
+	addr := "https://" + e.r.a.ListenerAddrs()["mesh"].String()
+	open, closeOpen := meshClient("h2", &e.client, true)
+	defer closeOpen()
+	if code, _, _, err := get(open, addr+"/hello"); err != nil || code != 200 {
+		t.Fatalf("before: %d %v", code, err)
+	}
+	next := newNamedMeshCA(t, "impulse test Connect CA 2")
+	key, root := next.pems(t)
+	if _, err := e.consul.Client().Connect().CASetConfig(&api.CAConfig{Provider: "consul",
+		Config: map[string]any{"PrivateKey": key, "RootCert": root}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	issuer := func() string {
+		var got string
+		cfg := &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{e.client},
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				got = cs.PeerCertificates[0].Issuer.CommonName
+				return nil
+			}}
+		c, err := tls.Dial("tcp", e.r.a.ListenerAddrs()["mesh"].String(), cfg)
+		if err == nil {
+			c.Close()
+		}
+		return got
+	}
+	// Consul re-issues leaves after a rotation with a random delay of up
+	// to about 30 s (it spreads the signing load).
+	rotated := time.Now()
+	waitUntil(t, "the leaf under the new root is served", time.Minute, func() bool {
+		return issuer() == "impulse test Connect CA 2"
+	})
+	t.Logf("new leaf served %v after the rotation", time.Since(rotated).Round(time.Second))
+	if code, _, _, err := get(open, addr+"/hello"); err != nil || code != 200 {
+		t.Errorf("the connection opened before the rotation: %d %v", code, err)
+	}
+	for _, proto := range meshProtocols {
+		if code, _, _, err := e.meshGet(proto, &e.client, "/hello"); err != nil || code != 200 {
+			t.Errorf("%s: the client's leaf from the old root: %d %v", proto, code, err)
+		}
+	}
+}
