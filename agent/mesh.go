@@ -221,3 +221,45 @@ func checkConnectReload(old, next *hcl.Config) error {
 	}
 	return configErr(old.Connect.Range, "Connect identity removed", "connect", fmt.Errorf("removing the connect block needs a restart"))
 }
+
+// connectDoc is the mesh identity in /v1/status: what the watches last
+// delivered (never the private key).
+type connectDoc struct {
+	Service string `json:"service"`
+	// Leaf: its SPIFFE ID, serial and end of validity (absent: none yet).
+	LeafURI         string     `json:"leaf_uri,omitempty"`
+	LeafSerial      string     `json:"leaf_serial,omitempty"`
+	LeafValidBefore *time.Time `json:"leaf_valid_before,omitempty"`
+	// TrustDomain, the root IDs and the active one (absent: none yet).
+	TrustDomain  string   `json:"trust_domain,omitempty"`
+	Roots        []string `json:"roots"`
+	ActiveRootID string   `json:"active_root_id,omitempty"`
+	// Intentions is how many intentions target the service, DefaultPolicy
+	// Consul's ACL default policy ("" before the first answer).
+	Intentions    int    `json:"intentions"`
+	DefaultPolicy string `json:"default_policy,omitempty"`
+}
+
+// report is m's connectDoc (nil without a mesh identity).
+func (m *meshIdentity) report() *connectDoc {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := &connectDoc{Service: m.service, Roots: []string{}}
+	if l := m.state.leaf; l != nil {
+		vb := l.ValidBefore
+		d.LeafURI, d.LeafSerial, d.LeafValidBefore = l.ServiceURI, l.SerialNumber, &vb
+	}
+	if r := m.state.roots; r != nil {
+		d.TrustDomain, d.ActiveRootID = r.TrustDomain, r.ActiveRootID
+		for _, x := range r.Roots {
+			d.Roots = append(d.Roots, x.ID)
+		}
+	}
+	if in := m.state.intentions; in != nil {
+		d.Intentions, d.DefaultPolicy = len(in.Intentions), in.DefaultPolicy
+	}
+	return d
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,6 +209,15 @@ func TestM01MeshInboundPeers(t *testing.T) {
 				}
 			}
 		})
+	}
+	code, body := e.r.control("GET", "/v1/status", "")
+	var status struct{ Connect *connectDoc }
+	if err := json.Unmarshal([]byte(body), &status); err != nil || code != 200 {
+		t.Fatalf("/v1/status: %d %v", code, err)
+	}
+	if c := status.Connect; c == nil || c.Service != "web" || c.LeafURI != e.svc("web") || c.TrustDomain != e.td ||
+		len(c.Roots) != 1 || c.DefaultPolicy != "allow" || strings.Contains(body, "PRIVATE KEY") {
+		t.Errorf("/v1/status connect: %+v", status.Connect)
 	}
 	waitUntil(t, "the refusals and the leaf expiry are exported", 5*time.Second, func() bool {
 		m := e.metricsText(t)
