@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -27,6 +28,9 @@ type Inbound struct {
 	leaf     atomic.Pointer[tls.Certificate]
 	rules    atomic.Pointer[Rules]
 	observe  atomic.Pointer[func(result, source string)]
+	// ids caches the identity of recently seen peer certificates, so a
+	// request does not parse its connection's URI SAN again.
+	ids idCache
 	// now returns the time leaf expiry is checked against; nil is
 	// time.Now (tests).
 	now func() time.Time
@@ -175,7 +179,7 @@ func (in *Inbound) Authorize(cs *tls.ConnectionState, method, host, path string,
 		in.count(ReasonNoCertificate, "")
 		return ServiceID{}, deny
 	}
-	id, err := CertServiceID(cs.PeerCertificates[0])
+	id, err := in.ids.lookup(cs.PeerCertificates[0])
 	if err != nil {
 		in.count(ReasonBadIdentity, "")
 		return id, deny
@@ -193,4 +197,36 @@ func (in *Inbound) Authorize(cs *tls.ConnectionState, method, host, path string,
 		in.count(ResultDeny, id.Service)
 	}
 	return id, d
+}
+
+// idCache is a small direct-mapped cache of certificate identities, keyed
+// by the *x509.Certificate a connection's state holds (the same pointer
+// for every request of a connection, over net/http, x/net/http2 and
+// quic-go alike). A hit costs no allocation; a miss parses the URI SAN
+// and replaces the slot. At most idSlots certificates are kept alive.
+type idCache struct {
+	slots [idSlots]atomic.Pointer[idEntry]
+}
+
+const idSlots = 256
+
+type idEntry struct {
+	cert *x509.Certificate
+	id   ServiceID
+}
+
+func (c *idCache) lookup(cert *x509.Certificate) (ServiceID, error) {
+	var h byte
+	if n := len(cert.Signature); n > 0 {
+		h = cert.Signature[n-1] // signature bytes are as good as random
+	}
+	slot := &c.slots[h]
+	if e := slot.Load(); e != nil && e.cert == cert {
+		return e.id, nil
+	}
+	id, err := CertServiceID(cert)
+	if err == nil {
+		slot.Store(&idEntry{cert: cert, id: id})
+	}
+	return id, err
 }
