@@ -460,6 +460,15 @@ func TestMeshPriorKnowledgeH2(t *testing.T) {
 	if dials != 1 {
 		t.Errorf("%d connections, want 1", dials)
 	}
+	// The shutdown sends the open connection GOAWAY and does not wait
+	// for drain_timeout.
+	began := time.Now()
+	if err := e.r.stop(); err != nil {
+		t.Errorf("shutdown with a prior-knowledge connection open: %v", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("shutdown took %v with an idle prior-knowledge connection open", d)
+	}
 }
 
 // TestMeshCARotation: a CA rotation (PUT /v1/connect/ca/configuration with
