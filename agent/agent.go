@@ -103,6 +103,10 @@ type Agent struct {
 	// retiring are the ones reloads replaced, flushing (tracing.go).
 	tracing  *tracing
 	retiring sync.WaitGroup
+
+	// mesh is the Connect identity (mesh.go); nil without a connect block.
+	// Set by New, never replaced: a reload cannot change the block.
+	mesh *meshIdentity
 }
 
 // New loads the configuration and builds every component without binding a
@@ -150,6 +154,8 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
+	a.mesh = newMeshIdentity(cfg.Connect, a.log.Named("connect"))
+	meshListeners(&gc, cfg, a.mesh) // mesh.go
 	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
 		return err
 	}
@@ -224,6 +230,7 @@ func (a *Agent) run(ctx context.Context) error {
 	// failure before the control API is up.
 	abort := func(err error) error {
 		a.disc.stop()
+		a.mesh.stop()
 		_ = a.gw.Shutdown(context.Background())
 		return err
 	}
@@ -251,6 +258,9 @@ func (a *Agent) run(ctx context.Context) error {
 	listeners := a.base.Listeners
 	a.mu.Unlock()
 	err = bindError(cfg, a.gw.Start(ctx, listeners))
+	if err == nil && a.mesh != nil {
+		err = a.mesh.start(cfg.Consul, a.tel.metrics) // mesh.go; until it has a leaf, mesh listeners refuse handshakes
+	}
 	if err == nil {
 		err = a.disc.apply(cfg, false)
 	}
@@ -260,6 +270,7 @@ func (a *Agent) run(ctx context.Context) error {
 	}
 	if err != nil {
 		a.disc.stop()
+		a.mesh.stop()
 		_ = control.Close()
 		<-controlDone
 		_ = a.gw.Shutdown(context.Background())
@@ -312,6 +323,7 @@ func (a *Agent) shutdown(drain time.Duration, deregister func(), control *http.S
 		a.log.Warn("drain_timeout reached; remaining connections closed", "error", err)
 	}
 	a.disc.stop()
+	a.mesh.stop()
 	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer ccancel()
 	_ = control.Shutdown(cctx)
@@ -361,6 +373,10 @@ func (a *Agent) reloadLocked() error {
 	if err != nil {
 		return err
 	}
+	if err := checkConnectReload(a.cfg, cfg); err != nil { // mesh.go
+		return err
+	}
+	meshListeners(&base, cfg, a.mesh)
 	token, err := readToken(cfg.Control.TokenFile, cfg.Control.TokenFileRange)
 	if err != nil {
 		return err

@@ -39,9 +39,12 @@ const MetaScheme = "impulse-scheme"
 func gatewayConfig(c *hcl.Config) (gateway.Config, error) {
 	gc := gateway.Config{Paths: pathOptions(c.Paths), MaxRequests: c.Limits.MaxRequests, AccessLog: accessLogConfig(c.AccessLog)}
 	for _, l := range c.Listeners {
-		lc, err := listenerConfig(l) // listenertls.go
-		if err != nil {
-			return gc, err
+		lc := gateway.ListenerConfig{Name: l.Name, Address: l.Address} // connect: TLS from the mesh (meshListeners)
+		if !l.Connect {
+			var err error
+			if lc, err = listenerConfig(l); err != nil { // listenertls.go
+				return gc, err
+			}
 		}
 		lc.Protocols, lc.AltSvcPort, lc.AltSvcMaxAge = l.Protocols, l.AltSvcPort, l.AltSvcMaxAge
 		lc.EarlyData = l.EarlyData

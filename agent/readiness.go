@@ -58,6 +58,10 @@ func (a *Agent) ready() (ok bool, reasons, degraded []string) {
 	} else {
 		reasons = append(reasons, unsynced...)
 	}
+	// The mesh identity (mesh.go): without a leaf, roots or intentions,
+	// or past the leaf's expiry, mesh listeners refuse every handshake.
+	meshNot, meshDegraded := a.mesh.readiness(time.Now())
+	reasons, degraded = append(reasons, meshNot...), append(degraded, meshDegraded...)
 	ok = len(reasons) == 0
 	if ok && !a.draining.Load() && a.wasReady.CompareAndSwap(false, true) {
 		a.log.Info("ready: listeners serving and discovery synced")

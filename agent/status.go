@@ -30,6 +30,9 @@ type statusDoc struct {
 	Backends []statusBackend `json:"backends"`
 	Watches  []watchDoc      `json:"watches"`
 	Traffic  trafficDoc      `json:"traffic"`
+	// Connect is the mesh identity (mesh.go); absent without a connect
+	// block.
+	Connect *connectDoc `json:"connect,omitempty"`
 }
 
 // readyDoc is /v1/ready's answer with the token.
@@ -113,6 +116,7 @@ func (a *Agent) status(now time.Time) statusDoc {
 		Listeners: a.gw.Listeners(), Routes: routeEntries(a.gw.Routes(), rep), Traffic: a.traffic.doc(now)}
 	watches, down := a.disc.report(now, maxStale, append(slices.Clone(reasons), degraded...))
 	doc.Watches = nonNilSlice(watches)
+	doc.Connect = a.mesh.report()
 	doc.Backends = mergeBackends(a.gw.Backends(), down)
 	up, total := map[string]int{}, map[string]int{}
 	for _, b := range doc.Backends {

@@ -28,6 +28,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
+	"github.com/impulse-agent/impulse-agent/gateway/mesh"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
@@ -74,10 +75,11 @@ type Gateway struct {
 	sampling     sync.WaitGroup
 	workers      *workers
 
-	limits        atomic.Pointer[map[string]*Limits] // by listener name (limits.go)
-	listenerRates atomic.Pointer[rateLimiters]       // by listener name (ratelimits.go)
-	global        *concurrency.Limiter               // Config.MaxRequests (admission.go)
-	coldHold      time.Duration                      // admission.go; a test lengthens it
+	limits        atomic.Pointer[map[string]*Limits]       // by listener name (limits.go)
+	meshes        atomic.Pointer[map[string]*mesh.Inbound] // mesh listeners by name (mesh.go)
+	listenerRates atomic.Pointer[rateLimiters]             // by listener name (ratelimits.go)
+	global        *concurrency.Limiter                     // Config.MaxRequests (admission.go)
+	coldHold      time.Duration                            // admission.go; a test lengthens it
 }
 
 // New validates cfg and builds the routing state without binding anything.

@@ -85,6 +85,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, nil, nil, answer.InvalidPath)
 		return
 	}
+	if !g.authorizeMesh(&rec, w, r, listener) { // 403 intention_denied on a mesh listener (mesh.go)
+		return
+	}
 	method := r.Method
 	if tr.Extended {
 		method = http.MethodGet // what the backend gets (tunnel.go)

@@ -90,6 +90,7 @@ func (g *Gateway) applyListenersLocked(ctx context.Context, lcs []ListenerConfig
 		}
 	}
 	g.listeners = next
+	g.setListenerMesh(lcs) // mesh.go
 	g.setListenerTLS(lcs)
 	return nil
 }

@@ -141,7 +141,17 @@ func (g *Gateway) setListenerTLS(lcs []ListenerConfig) {
 // (wire.WithClientCert) when r's listener forwards client certificates and
 // the handshake verified r's (r.TLS.VerifiedChains; net/http and quic-go's
 // http3 both set r.TLS); otherwise ctx itself.
+//
+// A mesh listener always forwards its peer's certificate (its handshake
+// verified it: mesh.Inbound.VerifyConnection), with the SPIFFE ID in URI=,
+// as Consul's Envoy sidecars do.
 func (g *Gateway) withClientCert(ctx context.Context, listener string, r *http.Request) context.Context {
+	if r.TLS != nil && g.meshFor(listener) != nil {
+		if id, ok := certs.PeerIdentity(r.TLS); ok {
+			return wire.WithClientCert(ctx, id.XFCC())
+		}
+		return ctx
+	}
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return ctx
 	}
@@ -169,6 +179,7 @@ func (g *Gateway) sampleTLS(now time.Time) {
 			g.obs.Metrics.CertificateExpiry(listener, name, notAfter.Sub(now).Seconds())
 		}
 	}
+	g.sampleMesh(now) // mesh.go
 }
 
 // onEvent logs backend lifecycle transitions and counts health changes.

@@ -79,12 +79,17 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	c.AccessLog = buildAccessLog(top, m.AccessLog)
 	c.Connect = buildConnect(top, m.Connect) // connect.go
 	c.Listeners = buildListeners(top, m.Listeners)
+	checkMeshListeners(top, c, m.Listeners) // connect.go
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
 	checkReachable(top, c)
 
 	switch {
 	case m.Consul != nil:
 		c.Consul = buildConsul(top, m.Consul, lookupEnv)
+	case m.Connect != nil:
+		// A mesh identity without a consul block: the local agent, with
+		// the defaults (and the CONSUL_HTTP_* environment), as below.
+		c.Consul = buildConsul(blk{diags: diags, def: m.Connect.DefRange}, nil, lookupEnv)
 	default:
 		for _, u := range m.Upstreams {
 			if u.Consul != nil {
@@ -208,9 +213,16 @@ func buildListeners(top blk, raws []*rawListener) []Listener {
 		l.ForwardedHeaders = buildForwardedHeaders(b, r.ForwardedHeaders)
 		l.IPAllow, l.IPDeny = b.cidrList(r.IPAllow), b.cidrList(r.IPDeny)
 
-		if r.TLS == nil {
-			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS).")
-		} else {
+		l.Connect = b.boolean(r.Connect, false)
+		if r.Connect != nil {
+			l.ConnectRange = r.Connect.Expr.Range()
+		}
+		switch {
+		case l.Connect:
+			// TLS from the Connect leaf; checkMeshListeners checks the rest.
+		case r.TLS == nil:
+			b.blockErrorf("Missing TLS", "a listener needs a tls block with cert_file and key_file (HTTP/3 always uses TLS), or connect = true (a service mesh listener).")
+		default:
 			l.TLS = buildListenerTLS(b.child("tls", r.TLS.DefRange), r.TLS) // listenertls.go
 		}
 		if !dup {

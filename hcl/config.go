@@ -317,8 +317,17 @@ type Listener struct {
 	// EarlyData accepts TLS 1.3 early data (0-RTT, RFC 8470) on the QUIC
 	// side; default false. It has no effect on TCP.
 	EarlyData bool
-	// TLS holds the server certificates and the client-certificate policy.
+	// TLS holds the server certificates and the client-certificate policy
+	// (zero for a Connect listener).
 	TLS ListenerTLS
+	// Connect makes this a Consul Connect (service mesh) listener
+	// (`connect`, default false): TLS from the leaf certificate of the
+	// top-level connect block's service, client certificates required and
+	// verified against the Connect CA roots, intentions enforced at the
+	// handshake (L4) and per request (L7). It has no tls block.
+	// ConnectRange is the argument's value range (zero when absent).
+	Connect      bool
+	ConnectRange hcl2.Range
 	// Range is the listener block's definition range (`listener "NAME"`).
 	Range hcl2.Range
 	// AddressRange is the source range of address, for bind errors.

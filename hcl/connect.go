@@ -7,9 +7,10 @@ import (
 )
 
 // Connect is the top-level connect block (issue 23, interface.md): the
-// gateway's Consul Connect (service mesh) identity. Parsed and validated;
-// the gateway does not use it yet (a "Not yet supported" warning says so).
-// Comparable: == tells whether a reload changed it.
+// gateway's Consul Connect (service mesh) identity: the agent watches its
+// leaf certificate, the CA roots and its intentions, which the mesh
+// listeners (listener { connect = true }) serve and enforce. native = true
+// is parsed but not yet supported (a warning says so). Comparable: == tells whether a reload changed it.
 type Connect struct {
 	// Service is the identity's Consul service name (`service`, required):
 	// the agent's leaf certificate is for
@@ -20,6 +21,8 @@ type Connect struct {
 	// Native registers the gateway's own service as Connect-native
 	// (`native`, default false): an edge gateway in the mesh.
 	Native bool
+	// Native is parsed, not yet supported (a "Not yet supported" warning).
+	//
 	// Range is the block's definition range, ServiceRange the service
 	// argument's (zero when absent), for later diagnostics.
 	Range, ServiceRange hcl2.Range
@@ -62,7 +65,9 @@ func buildConnect(top blk, r *rawConnect) *Connect {
 		return c
 	}
 	c.Service = s
-	b.unsupported("connect", r.DefRange)
+	if c.Native {
+		b.unsupported("connect.native", r.Native.Expr.Range())
+	}
 	return c
 }
 
@@ -85,4 +90,35 @@ func checkConnectService(s string) string {
 		}
 	}
 	return ""
+}
+
+// checkMeshListeners checks the listeners with connect = true against the
+// connect block: one is required (the mesh identity they serve), and such
+// a listener has no tls block (its TLS comes from the leaf certificate)
+// and no early_data = true. Errors are at the connect argument, the tls
+// block and early_data.
+func checkMeshListeners(top blk, c *Config, raws []*rawListener) {
+	mesh, early := map[string]bool{}, map[string]bool{}
+	for _, l := range c.Listeners {
+		mesh[l.Name], early[l.Name] = l.Connect, l.EarlyData
+	}
+	for _, r := range raws {
+		if r.Connect == nil || !mesh[r.Name] {
+			continue
+		}
+		b := top.child(fmt.Sprintf("listener %q", r.Name), r.DefRange)
+		if c.Connect == nil {
+			b.errorf(r.Connect, "", "Missing connect block",
+				"connect = true makes this a service mesh listener, which serves the gateway's Connect identity: add a top-level connect { service = \"NAME\" } block.")
+		}
+		if r.EarlyData != nil && early[r.Name] {
+			b.errorf(r.EarlyData, "", "Conflicting arguments",
+				"a connect = true listener does not accept early data (0-RTT requests arrive before the handshake has verified the peer's certificate); remove early_data.")
+		}
+		if r.TLS != nil {
+			rng := r.TLS.DefRange
+			b.add(hcl2.DiagError, &rng, "Conflicting blocks",
+				b.field("tls")+": a connect = true listener takes its TLS from the Connect leaf certificate (client certificates required, intentions enforced); remove the tls block.")
+		}
+	}
 }

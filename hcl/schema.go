@@ -155,6 +155,7 @@ type rawListener struct {
 	AltSvcPort   *hcl2.Attribute `hcl:"alt_svc_port,optional"`
 	AltSvcMaxAge *hcl2.Attribute `hcl:"alt_svc_max_age,optional"`
 	EarlyData    *hcl2.Attribute `hcl:"early_data,optional"`
+	Connect      *hcl2.Attribute `hcl:"connect,optional"` // connect.go
 
 	TLSs       []*rawListenerTLS    `hcl:"tls,block"`
 	Limitss    []*rawListenerLimits `hcl:"limits,block"`     // limits.go

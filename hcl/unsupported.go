@@ -11,7 +11,7 @@ import (
 // a feature, delete its line here (and its expected warning in
 // testdata/good/*.golden).
 var notYetSupported = map[string]string{
-	"connect": "the connect block (the Consul service mesh identity, issue 23)",
+	"connect.native": "native = true (registering the gateway's service as Connect-native, issue 23)",
 }
 
 // NotYetSupported reports whether feature (a key such as

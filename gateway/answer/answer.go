@@ -120,6 +120,10 @@ var (
 	// CORSDenied: a CORS preflight the route's cors block does not allow
 	// (origin, method or a requested field); it carries no CORS field.
 	CORSDenied = Answer{403, "cors_denied", GRPCPermissionDenied, false, Response}
+	// IntentionDenied: on a mesh listener, the Consul intentions deny the
+	// peer's service this request (an L7 permission, an L4 deny that came
+	// into force after the connection opened, or the default policy).
+	IntentionDenied = Answer{403, "intention_denied", GRPCPermissionDenied, false, Response}
 )
 
 // All lists every answer, in the README table's order.
@@ -132,6 +136,7 @@ var All = []Answer{
 	GRPCTimeout, GRPCTimeoutInvalid, AuthRequired, AuthInvalid, AuthMalformed, AuthForbidden, AuthUnavailable, AuthBusy,
 	IPDenied,
 	CORSDenied,
+	IntentionDenied,
 }
 
 // byReason indexes All.

@@ -25,7 +25,18 @@ type Identity struct {
 // (VerifiedChains non-empty): a certificate sent to a listener that does
 // not ask for one is never an identity. cs may be nil (cleartext).
 func VerifiedIdentity(cs *tls.ConnectionState) (Identity, bool) {
-	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+	if cs == nil || len(cs.VerifiedChains) == 0 {
+		return Identity{}, false
+	}
+	return PeerIdentity(cs)
+}
+
+// PeerIdentity returns the identity of the client certificate of cs
+// without asking whether Go verified it: for a listener whose own
+// VerifyConnection did (a mesh listener: VerifiedChains stays empty
+// there). cs may be nil.
+func PeerIdentity(cs *tls.ConnectionState) (Identity, bool) {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
 		return Identity{}, false
 	}
 	leaf := cs.PeerCertificates[0]

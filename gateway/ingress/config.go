@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/mesh"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 )
 
@@ -26,6 +27,14 @@ type Config struct {
 	// listener whose name and address are unchanged switches to the new TLS
 	// for new handshakes.
 	TLS *tls.Config
+	// Mesh, when set, makes this a Consul Connect (service mesh) listener
+	// and replaces TLS (which must then be nil): the leaf certificate,
+	// client certificates required and verified against the current CA
+	// roots, L4 intentions at the handshake (mesh.Inbound.ServerTLS), and
+	// every request authorized by the pipeline (L7, 403 intention_denied).
+	// Over TCP, ALPN offers h2 and http/1.1 as the protocols allow, as
+	// Envoy sidecars expect. Several listeners may share one Inbound.
+	Mesh *mesh.Inbound
 	// AltSvcPort is the UDP port advertised in Alt-Svc over TCP (RFC 7838):
 	// a listener behind NAT or a port-mapping balancer advertises the port
 	// clients reach; 0 means the listener's own port.

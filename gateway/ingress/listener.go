@@ -56,6 +56,7 @@ type Listener struct {
 	tls     atomic.Pointer[listenerTLS]
 	altSvc  atomic.Pointer[[]string] // the Alt-Svc value for TCP responses; nil when h3 is off
 	early   atomic.Bool              // ListenerConfig.EarlyData, read by each new QUIC connection
+	mesh    atomic.Bool              // ListenerConfig.Mesh is set: HTTP/2 by prior knowledge without ALPN (prior.go)
 	tickets tls.Config               // only its session ticket keys are used: the QUIC side's, kept across reloads
 	active  atomic.Int64             // requests being handled, over every protocol
 
@@ -129,14 +130,21 @@ const defaultAltSvcMaxAge = 24 * time.Hour
 // data and the Alt-Svc value. port is the bound port.
 func (l *Listener) configure(lc Config, p protoSet, port int) {
 	l.protos.Store(&p)
-	lt := deriveTLS(lc.TLS, p)
+	base := lc.TLS
+	if lc.Mesh != nil {
+		base = lc.Mesh.ServerTLS()
+	}
+	l.mesh.Store(lc.Mesh != nil)
+	lt := deriveTLS(base, p)
 	// quic-go's http3 seals tickets with the keys of the configuration a
 	// handshake gets, which is new after each reload: borrow stable
 	// (auto-rotating) ones, so tickets, and so 0-RTT, survive a reload as
 	// they do on TCP (where crypto/tls uses the outer configuration's).
 	lt.quic.WrapSession, lt.quic.UnwrapSession = l.tickets.EncryptTicket, l.tickets.DecryptTicket
 	l.tls.Store(lt)
-	l.early.Store(lc.EarlyData)
+	// A mesh listener never accepts 0-RTT: early data is handled before
+	// the handshake has verified the peer's certificate.
+	l.early.Store(lc.EarlyData && lc.Mesh == nil)
 	l.client.Store(&clientConf{proxy: lc.ProxyProtocol, forwarded: lc.ForwardedTrusted, rules: lc.IPRules})
 	if !p.h3 {
 		l.altSvc.Store(nil)
@@ -188,11 +196,14 @@ func deriveTLS(base *tls.Config, p protoSet) *listenerTLS {
 	return &listenerTLS{quic: q, tcp: t}
 }
 
-// Check reports what makes lc unusable: no TLS, an unknown protocol, an
-// unknown ProxyProtocol.UDP format.
+// Check reports what makes lc unusable: no TLS nor Mesh, an unknown protocol, an
+// unknown ProxyProtocol.UDP format, both TLS and Mesh.
 func (lc Config) Check() error {
-	if lc.TLS == nil {
+	switch {
+	case lc.TLS == nil && lc.Mesh == nil:
 		return fmt.Errorf("gateway: listener %q: no TLS configuration", lc.Name)
+	case lc.TLS != nil && lc.Mesh != nil:
+		return fmt.Errorf("gateway: listener %q: a mesh listener takes its TLS from the mesh, not from a TLS configuration", lc.Name)
 	}
 	if _, err := parseProtocols(lc.Protocols); err != nil {
 		return fmt.Errorf("gateway: listener %q: %w", lc.Name, err)

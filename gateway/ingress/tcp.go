@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,6 +24,7 @@ type tcpIngress struct {
 	server *http.Server
 	done   chan struct{} // closed when Serve returns
 	limits Limits        // the server settings it was started with
+	prior  *priorH2      // HTTP/2 by prior knowledge without ALPN (mesh listeners; prior.go)
 }
 
 // errNoHTTP2 refuses a TLS client that offers no ALPN (so would speak
@@ -32,7 +34,8 @@ var errNoHTTP2 = errors.New("client does not offer h2 and this listener does not
 // startTCP serves HTTP/1.1 and HTTP/2 over TLS on ln in the background,
 // with the server settings of lim (resolved).
 func (l *Listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
-	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim, server: l.tcpServer(lim)}
+	t := &tcpIngress{ln: ln, done: make(chan struct{}), limits: lim, prior: newPriorH2(lim)}
+	t.server = l.tcpServer(lim, t.prior)
 	l.deps.Metrics.ConnDelta(true, l.name, 0)
 	go func() {
 		defer close(t.done)
@@ -44,28 +47,36 @@ func (l *Listener) startTCP(ln net.Listener, lim Limits) *tcpIngress {
 }
 
 // tcpServer is the net/http Server of the listener's TCP ingress, with the
-// server settings of lim (resolved).
-func (l *Listener) tcpServer(lim Limits) *http.Server {
+// server settings of lim (resolved). prior, when set, serves HTTP/2 by
+// prior knowledge on a mesh listener's connections without ALPN.
+func (l *Listener) tcpServer(lim Limits, prior *priorH2) *http.Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true) // which one a connection gets is ALPN's choice (tls.tcp.NextProtos)
-	return &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if v := l.altSvc.Load(); v != nil {
-				// The gateway's own, set before the pipeline; wire.CopyResponse
-				// drops a backend's (RFC 7838 §3: it is the origin's
-				// statement about this connection, caddyserver/caddy#4996).
-				w.Header()["Alt-Svc"] = *v
-			}
-			if p := l.protos.Load(); r.ProtoMajor == 1 && !p.h1 || r.ProtoMajor == 2 && !p.h2 {
-				// A reload turned this connection's protocol off: this is
-				// its last request. Go's HTTP/2 server turns "Connection:
-				// close" into a graceful GOAWAY; HTTP/1.1 closes after the
-				// response. Idle ones go at idle_timeout.
-				w.Header()["Connection"] = []string{"close"}
-			}
-			l.serve(w, r, adaptTCP(w, r))
-		}),
+	srv := &http.Server{}
+	var handler http.HandlerFunc
+	handler = func(w http.ResponseWriter, r *http.Request) {
+		if prior != nil && isPriorKnowledge(r) && l.mesh.Load() && l.protos.Load().h2 {
+			prior.serve(l, w, r, srv, handler) // prior.go
+			return
+		}
+		if v := l.altSvc.Load(); v != nil {
+			// The gateway's own, set before the pipeline; wire.CopyResponse
+			// drops a backend's (RFC 7838 §3: it is the origin's
+			// statement about this connection, caddyserver/caddy#4996).
+			w.Header()["Alt-Svc"] = *v
+		}
+		if p := l.protos.Load(); r.ProtoMajor == 1 && !p.h1 || r.ProtoMajor == 2 && !p.h2 {
+			// A reload turned this connection's protocol off: this is
+			// its last request. Go's HTTP/2 server turns "Connection:
+			// close" into a graceful GOAWAY; HTTP/1.1 closes after the
+			// response. Idle ones go at idle_timeout.
+			w.Header()["Connection"] = []string{"close"}
+		}
+		l.serve(w, r, adaptTCP(w, r))
+	}
+	*srv = http.Server{
+		Handler: handler,
 		TLSConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12,
 			GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -108,6 +119,7 @@ func (l *Listener) tcpServer(lim Limits) *http.Server {
 			}
 		},
 	}
+	return srv
 }
 
 // shutdown stops accepting, sends GOAWAY on HTTP/2 connections and closes
@@ -115,8 +127,11 @@ func (l *Listener) tcpServer(lim Limits) *http.Server {
 // close"), waits for in-flight requests until ctx is done, then closes
 // what remains.
 func (t *tcpIngress) shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { t.prior.shutdown(ctx) })
 	err := t.server.Shutdown(ctx)
 	_ = t.server.Close()
+	wg.Wait()
 	<-t.done
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("gateway: tcp listener %s: %w", t.ln.Addr(), err)
@@ -127,6 +142,7 @@ func (t *tcpIngress) shutdown(ctx context.Context) error {
 // close is the forced stop: the socket and every connection close at once.
 func (t *tcpIngress) close() {
 	_ = t.server.Close()
+	t.prior.close()
 }
 
 // NewTCPServer is a net/http Server as the listener's TCP socket serves:
@@ -137,5 +153,5 @@ func (l *Listener) NewTCPServer() *http.Server {
 	if l.tcp == nil {
 		return nil
 	}
-	return l.tcpServer(l.tcp.limits)
+	return l.tcpServer(l.tcp.limits, nil)
 }

@@ -17,7 +17,9 @@ import (
 // upstream an upstream name: bounded labels. result is one of the
 // ConnectResult values or a refused certificate's reason (mesh.Reason*:
 // no_roots, no_certificate, expired, untrusted, bad_identity,
-// trust_domain), so "counted by reason" needs no second family.
+// trust_domain, or mesh.ReasonNoIntentions), so "counted by reason" needs
+// no second family. A mesh listener counts one outcome per handshake and
+// one per request (gateway/mesh.Inbound).
 var (
 	metricConnectLeafExpiry    = []string{"connect", "leaf_expiry_seconds"}
 	metricConnectAuthorization = []string{"connect", "authorizations"}
@@ -34,7 +36,7 @@ const (
 // the reason metricCertExpiry has none (an unlabelled 0 would read as an
 // expired leaf).
 var connectCounters = []prometheus.CounterDefinition{
-	{Name: metricConnectAuthorization, Help: "Service mesh authorization outcomes on mesh listeners, by result (allow, deny, or why a peer certificate was refused: no_roots, no_certificate, expired, untrusted, bad_identity, trust_domain) and source (the peer's Consul service, \"\" without a valid identity)."},
+	{Name: metricConnectAuthorization, Help: "Service mesh authorization outcomes on mesh listeners, by result (allow, deny, or why a peer certificate was refused: no_roots, no_certificate, expired, untrusted, bad_identity, trust_domain, no_intentions), one per handshake and one per request, and source (the peer's Consul service, \"\" without a valid identity)."},
 	{Name: metricConnectH3Fallbacks, Help: "Requests to a Connect upstream that fell back from HTTP/3 to TCP after a failed QUIC handshake, by upstream."},
 }
 

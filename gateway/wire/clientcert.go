@@ -38,10 +38,11 @@ func WithClientCert(ctx context.Context, xfcc string) context.Context {
 // setClientCert removes every X-Forwarded-Client-Cert of the outgoing
 // header h, the client's own (also spelt with "_" for "-", which CGI-style
 // backends read as the same variable), and sets the gateway's from ctx
-// (WithClientCert) when r's certificate was verified.
+// (WithClientCert), which the gateway sets only for a certificate its
+// handshake verified (Go's verification, or a mesh listener's own).
 func setClientCert(ctx context.Context, h http.Header, r *http.Request) {
 	DeleteSpellings(h, XFCCField)
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return
 	}
 	if v, ok := ctx.Value(xfccKey{}).(string); ok {
