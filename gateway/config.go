@@ -14,9 +14,11 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
+	"github.com/impulse-agent/impulse-agent/gateway/headers"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/rewrite"
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -166,4 +168,18 @@ type RouteConfig struct {
 	// Apply switches both at once.
 	CORS     *cors.Config
 	Compress *compress.Config
+	// Rewrite changes the path the backend gets (edge_rules.go,
+	// rewrite.Config: strip_prefix, prefix_rewrite); the zero value
+	// forwards the path as routed.
+	Rewrite rewrite.Config
+	// Redirect answers the route's requests with a redirect, without an
+	// upstream (rewrite.RedirectConfig; nil: none): after the IP rules
+	// and the early-data check, before authentication.
+	Redirect *rewrite.RedirectConfig
+	// RequestHeaders change the fields the backend gets, after
+	// authentication and the rate limits; ResponseHeaders those the
+	// client gets, on the backend's answers and the gateway's own after
+	// routing (headers.Config; the zero value: none). Apply switches all
+	// at once.
+	RequestHeaders, ResponseHeaders headers.Config
 }

@@ -25,10 +25,13 @@ import (
 // api_keys or jwt must still answer it. The rate limits count it as any
 // request.
 
-// routeEdge is a route's compiled response stages (either nil).
+// routeEdge is a route's compiled edge stages (each nil when not
+// configured): response stages here, path, header and redirect rules in
+// edge_rules.go.
 type routeEdge struct {
 	cors     *cors.Policy
 	compress *compress.Policy
+	rules
 }
 
 // edgePolicies are the stages of a table's routes that have any, keyed
@@ -41,11 +44,14 @@ func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
 	var out edgePolicies
 	for _, uc := range ups {
 		for i, rc := range uc.Routes {
-			if rc.CORS == nil && rc.Compress == nil {
+			r, err := buildRules(rc)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
+			}
+			if rc.CORS == nil && rc.Compress == nil && r.none() {
 				continue
 			}
-			e := &routeEdge{}
-			var err error
+			e := &routeEdge{rules: r}
 			if rc.CORS != nil {
 				if e.cors, err = cors.New(*rc.CORS); err != nil {
 					return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
@@ -112,11 +118,18 @@ func (rec *recorder) answerPreflight(w http.ResponseWriter, r *http.Request, up 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// corsFields sets the CORS fields of a response to the request in h (the
-// gateway's answer's, or the backend's before they are copied), when the
-// route has a cors block.
+// corsFields sets the fields of a response to the request in h (the
+// gateway's answer's, or the backend's before they are copied) that the
+// route's response_headers rules set (edge_rules.go), then its CORS
+// fields, when the route has either.
 func (rec *recorder) corsFields(h http.Header) {
-	if rec.edge != nil && rec.edge.cors != nil {
+	if rec.edge == nil {
+		return
+	}
+	if rec.edge.respHeaders != nil {
+		rec.edge.respHeaders.Apply(h, rec.vars())
+	}
+	if rec.edge.cors != nil {
 		rec.edge.cors.Respond(rec.r.Header, h)
 	}
 }

@@ -21,8 +21,10 @@ import (
 //
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
-// route → early data → a CORS preflight answered (edge.go) →
-// authentication → rate limits → concurrency limits → pick → the
+// route → IP rules → early data → a redirect answered (edge_rules.go) →
+// a CORS preflight answered (edge.go) → authentication → rate limits →
+// path rewrite and request_headers (edge_rules.go) → concurrency
+// limits → pick → the
 // attempts (attempts.go, hedge.go; tunnels: tunnel.go; the response's
 // CORS fields and encoding: edge.go) → one Outcome (recorder.go). The
 // answers the gateway gives itself are answer.All.
@@ -128,6 +130,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
 		return
 	}
+	if rec.edge != nil && rec.edge.redirect != nil { // answered at the edge, without an upstream (edge_rules.go)
+		rec.answerRedirect(w, r, up, rec.edge.redirect, path)
+		return
+	}
 	if preflight { // answered at the edge, without authentication (edge.go)
 		if g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go): a preflight counts as any request
 			rec.answerPreflight(w, r, up, rec.edge.cors)
@@ -138,6 +144,9 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	if !g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go)
+		return
+	}
+	if rec.edge != nil && !rec.forwardRules(w, r, up, path) { // path rewrite, request_headers (edge_rules.go)
 		return
 	}
 	if tunneled {
