@@ -52,3 +52,52 @@ upstream "api" {
 	}
 	gw.Shutdown(t.Context())
 }
+
+// TestRoutingRulesConverted: strip_prefix, prefix_rewrite, header rules
+// (an upstream's as its routes' default) and a redirect-only upstream
+// reach the gateway's RouteConfig, and the gateway takes them.
+func TestRoutingRulesConverted(t *testing.T) {
+	gc := convertedConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+upstream "api" {
+  response_headers { remove = ["Server"] }
+  route {
+    path_prefix  = "/api/"
+    strip_prefix = true
+    request_headers { set = { "X-Client" = "{client_ip}" } }
+  }
+  route {
+    path_prefix    = "/v1/"
+    prefix_rewrite = "/internal/v1/"
+  }
+  backend "a" { address = "http://127.0.0.1:9000" }
+}
+upstream "moved" {
+  route {
+    path_prefix = "/old/"
+    redirect { to = "https://new.example.com" }
+  }
+}
+`)
+	api, v1, moved := gc.Upstreams[0].Routes[0], gc.Upstreams[0].Routes[1], gc.Upstreams[1].Routes[0]
+	if !api.Rewrite.StripPrefix || api.RequestHeaders.Set["X-Client"] != "{client_ip}" || !slices.Equal(api.ResponseHeaders.Remove, []string{"Server"}) {
+		t.Errorf("/api/: %+v", api)
+	}
+	if v1.Rewrite.PrefixRewrite != "/internal/v1/" || len(v1.RequestHeaders.Set) != 0 || !slices.Equal(v1.ResponseHeaders.Remove, []string{"Server"}) {
+		t.Errorf("/v1/: %+v", v1)
+	}
+	if d := moved.Redirect; d == nil || d.To != "https://new.example.com" || d.Code != 308 || d.StripQuery {
+		t.Errorf("redirect: %+v", moved.Redirect)
+	}
+	gw, err := gateway.New(gateway.Config{Upstreams: gc.Upstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Shutdown(t.Context())
+}

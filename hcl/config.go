@@ -361,10 +361,14 @@ type Upstream struct {
 	// (already copied into Routes; edge.go).
 	Compress *Compress
 	CORS     *CORS
+	// RequestHeaders and ResponseHeaders are the upstream's header rules
+	// (nil: absent), the default of its routes without their own (already
+	// copied into Routes; routing.go).
+	RequestHeaders, ResponseHeaders *HeaderRules
 	// Backends are the static backends (may be empty when Consul is set).
 	Backends []Backend
 	// Consul configures discovered backends; nil when absent. At least one of
-	// Backends and Consul is present.
+	// Backends and Consul is present, unless every route is a redirect.
 	Consul *UpstreamConsul
 	// HealthCheck configures active checks; nil when absent.
 	HealthCheck *HealthCheck
@@ -421,6 +425,16 @@ type Route struct {
 	// none).
 	Compress *Compress
 	CORS     *CORS
+	// StripPrefix removes PathPrefix from the path the backend gets;
+	// PrefixRewrite replaces it ("": none; a path in normal form). At most
+	// one is set (routing.go).
+	StripPrefix   bool
+	PrefixRewrite string
+	// RequestHeaders and ResponseHeaders are the route's header rules (its
+	// upstream's when it has none; nil: none). Redirect answers the route
+	// without an upstream (nil: none).
+	RequestHeaders, ResponseHeaders *HeaderRules
+	Redirect                        *Redirect
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

@@ -195,6 +195,8 @@ type rawUpstream struct {
 	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
 	Compresses        []*rawCompress         `hcl:"compress,block"`   // edge.go
 	CORSs             []*rawCORS             `hcl:"cors,block"`       // edge.go
+	RequestHeaders    []*rawHeaderRules      `hcl:"request_headers,block"`  // routing.go
+	ResponseHeaders   []*rawHeaderRules      `hcl:"response_headers,block"` // routing.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -225,6 +227,12 @@ type rawRoute struct {
 	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`
 	Compresses   []*rawCompress    `hcl:"compress,block"` // edge.go
 	CORSs        []*rawCORS        `hcl:"cors,block"`     // edge.go
+
+	StripPrefix     *hcl2.Attribute   `hcl:"strip_prefix,optional"`   // routing.go
+	PrefixRewrite   *hcl2.Attribute   `hcl:"prefix_rewrite,optional"` // routing.go
+	RequestHeaders  []*rawHeaderRules `hcl:"request_headers,block"`   // routing.go
+	ResponseHeaders []*rawHeaderRules `hcl:"response_headers,block"`  // routing.go
+	Redirects       []*rawRedirect    `hcl:"redirect,block"`          // routing.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -101,7 +101,8 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 			u.Routes = append(u.Routes, rt)
 		}
 	}
-	buildUpstreamEdge(b, r, &u) // edge.go: the routes' default compress and cors
+	buildUpstreamEdge(b, r, &u)    // edge.go: the routes' default compress and cors
+	buildUpstreamHeaders(b, r, &u) // routing.go: the routes' default header rules
 
 	names := map[string]hcl2.Range{}
 	for _, rb := range r.Backends {
@@ -118,8 +119,8 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	if r.Consul != nil {
 		u.Consul = buildUpstreamConsul(b.child("consul", r.Consul.DefRange), r.Consul)
 	}
-	if len(r.Backends) == 0 && r.Consul == nil {
-		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both.")
+	if len(r.Backends) == 0 && r.Consul == nil && !onlyRedirects(r) {
+		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both (unless every route is a redirect).")
 	}
 
 	if r.HealthCheck != nil {
@@ -148,8 +149,9 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 func buildRoute(b blk, r *rawRoute) Route {
 	rt := Route{Range: r.DefRange}
-	buildRouteAuth(b, r, &rt) // auth.go
-	buildRouteEdge(b, r, &rt) // edge.go
+	buildRouteAuth(b, r, &rt)  // auth.go
+	buildRouteEdge(b, r, &rt)  // edge.go
+	buildRouteRules(b, r, &rt) // routing.go
 	if host, ok := b.strOK(r.Host, ""); ok {
 		norm, why := normalizeRouteHost(host)
 		if why != "" {
