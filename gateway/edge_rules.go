@@ -65,9 +65,14 @@ func buildRules(rc RouteConfig) (rules, error) {
 // (headers.Vars): the client's IP (as the listener settled it), the
 // request ID, the authority as sent, the scheme and the route's path
 // prefix.
+// Filled once, in the recorder (no allocation).
 func (rec *recorder) vars() *headers.Vars {
+	v := &rec.hvars
+	if v.Scheme != "" {
+		return v
+	}
 	r := rec.r
-	v := &headers.Vars{RequestID: rec.id(), Host: r.Host, Scheme: "https", Route: rec.out.Route}
+	*v = headers.Vars{RequestID: rec.id(), Host: r.Host, Scheme: "https", Route: rec.out.Route}
 	if r.TLS == nil {
 		v.Scheme = "http"
 	}
