@@ -242,7 +242,7 @@ func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Reques
 	if p := g.listenerRates.Load(); p != nil {
 		ll = (*p)[rec.listener]
 	}
-	ul := tbl.rates[rt.Target.Name()]
+	ul := rec.routeRate(tbl, rt.Target) // the route's own, else the upstream's (route_policies.go)
 	if ll == nil && ul == nil {
 		return true
 	}

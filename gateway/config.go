@@ -182,4 +182,24 @@ type RouteConfig struct {
 	// routing (headers.Config; the zero value: none). Apply switches all
 	// at once.
 	RequestHeaders, ResponseHeaders headers.Config
+	// Per-route policies (route_policies.go), each replacing its
+	// upstream's for this route only; nil or zero: the upstream's.
+	// RateLimit is the route's own limit, with buckets of its own, in
+	// place of the upstream's (a listener's still applies first). Retry
+	// replaces the upstream's retry policy (retry.Policy.Validate); the
+	// retry budget stays the upstream's, shared with its other routes.
+	// Timeouts override the upstream's request, body_idle and
+	// response_header timeouts one by one. Apply switches them at once;
+	// an unchanged rate_limit keeps its buckets.
+	RateLimit *ratelimit.Config
+	Retry     *retry.Policy
+	Timeouts  RouteTimeouts
+}
+
+// RouteTimeouts are a route's overrides of its upstream's timeouts (0:
+// the upstream's). ResponseHeader is timed by the gateway itself and can
+// only shorten the upstream's (its transport still bounds HTTP/1.1
+// backends by the upstream's).
+type RouteTimeouts struct {
+	Request, BodyIdle, ResponseHeader time.Duration
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -32,15 +33,19 @@ type routeEdge struct {
 	cors     *cors.Policy
 	compress *compress.Policy
 	rules
+	policy routePolicy // route_policies.go
 }
 
 // edgePolicies are the stages of a table's routes that have any, keyed
 // like authPolicies. Never modified once published.
 type edgePolicies map[routeAt]*routeEdge
 
-// buildEdgePolicies compiles the routes' CORS and Compress of ups.
-// Errors: a block the agent's checks should have refused.
-func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
+// buildEdgePolicies compiles the routes' CORS, Compress, rules and
+// policies of ups; old is the current table's (rate-limit buckets carry
+// over), attempts the next table's settings by upstream name (the retry
+// budget a route shares). Errors: a block the agent's checks should have
+// refused.
+func buildEdgePolicies(old edgePolicies, ups []UpstreamConfig, attempts map[string]*retry.Settings) (edgePolicies, error) {
 	var out edgePolicies
 	for _, uc := range ups {
 		for i, rc := range uc.Routes {
@@ -48,10 +53,15 @@ func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
 			if err != nil {
 				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
 			}
-			if rc.CORS == nil && rc.Compress == nil && r.none() {
+			at := routeAt{uc.Name, i}
+			pol, err := buildRoutePolicy(old[at], rc, attempts[uc.Name], uc.ResponseHeaderTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
+			}
+			if rc.CORS == nil && rc.Compress == nil && r.none() && pol.none() {
 				continue
 			}
-			e := &routeEdge{rules: r}
+			e := &routeEdge{rules: r, policy: pol}
 			if rc.CORS != nil {
 				if e.cors, err = cors.New(*rc.CORS); err != nil {
 					return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
@@ -65,7 +75,7 @@ func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
 			if out == nil {
 				out = edgePolicies{}
 			}
-			out[routeAt{uc.Name, i}] = e
+			out[at] = e
 		}
 	}
 	return out, nil

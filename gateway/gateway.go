@@ -222,7 +222,11 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
-	if next.edge, err = buildEdgePolicies(ups); err != nil {
+	byName := make(map[string]*retry.Settings, len(next.upstreams))
+	for name, u := range next.upstreams {
+		byName[name] = next.attempts[u]
+	}
+	if next.edge, err = buildEdgePolicies(old.edge, ups, byName); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	if next.auth, err = g.buildAuthPolicies(old.auth, ups); err != nil {

@@ -150,7 +150,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	if tunneled {
-		g.serveTunnel(&rec, w, r, rt, tr, attemptsOf(tbl, up)) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(&rec, w, r, rt, tr, rec.attempts(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
@@ -174,7 +174,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	if b == nil {
 		return
 	}
-	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), held.upstream, b, tbl.config(up.Name())) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(&rec, w, r, up, rec.attempts(tbl, up), held.upstream, b, rec.upstreamConfig(tbl, up)) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // errClosed is returned by Apply after Shutdown.
