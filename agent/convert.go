@@ -113,8 +113,13 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		}
 		uc.TLS = tc
 	}
-	for _, r := range u.Routes {
-		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
+	for i, r := range u.Routes {
+		pol, err := routePolicies(r)
+		if err != nil {
+			return uc, fmt.Errorf("upstream %q route %d: %w", u.Name, i, err)
+		}
+		uc.Routes = append(uc.Routes, gateway.RouteConfig{RateLimit: pol.RateLimit, Retry: pol.Retry, Timeouts: pol.Timeouts, // edge.go
+			Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
 			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r), // edge.go
 			Rewrite: rewrite.Config{StripPrefix: r.StripPrefix, PrefixRewrite: r.PrefixRewrite}, Redirect: routeRedirect(r),
 			RequestHeaders: routeHeaders(r.RequestHeaders), ResponseHeaders: routeHeaders(r.ResponseHeaders)})

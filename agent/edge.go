@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"fmt"
+
+	"github.com/impulse-agent/impulse-agent/gateway"
 	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
 	"github.com/impulse-agent/impulse-agent/gateway/headers"
@@ -43,4 +46,23 @@ func routeHeaders(h *hcl.HeaderRules) headers.Config {
 		return headers.Config{}
 	}
 	return headers.Config{Set: h.Set, Add: h.Add, Remove: h.Remove}
+}
+
+// routePolicies converts a route's timeouts, retry and rate_limit into the
+// RouteConfig fields of the same names (nil or zero: the upstream's).
+// Errors: retryPolicy's.
+func routePolicies(r hcl.Route) (gateway.RouteConfig, error) {
+	var rc gateway.RouteConfig
+	if t := r.Timeouts; t != nil {
+		rc.Timeouts = gateway.RouteTimeouts{Request: t.Request, BodyIdle: t.BodyIdle, ResponseHeader: t.ResponseHeader}
+	}
+	if r.Retry != nil {
+		p, err := retryPolicy(*r.Retry)
+		if err != nil {
+			return rc, fmt.Errorf("retry: %w", err)
+		}
+		rc.Retry = &p
+	}
+	rc.RateLimit = rateLimit(r.RateLimit)
+	return rc, nil
 }

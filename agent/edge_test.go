@@ -54,8 +54,9 @@ upstream "api" {
 }
 
 // TestRoutingRulesConverted: strip_prefix, prefix_rewrite, header rules
-// (an upstream's as its routes' default) and a redirect-only upstream
-// reach the gateway's RouteConfig, and the gateway takes them.
+// (an upstream's as its routes' default), a redirect-only upstream and a
+// route's timeouts, retry and rate_limit reach the gateway's RouteConfig,
+// and the gateway takes them.
 func TestRoutingRulesConverted(t *testing.T) {
 	gc := convertedConfig(t, `
 listener "public" {
@@ -75,6 +76,9 @@ upstream "api" {
   route {
     path_prefix    = "/v1/"
     prefix_rewrite = "/internal/v1/"
+    timeouts { request = "60s" }
+    retry { attempts = 3 }
+    rate_limit { requests_per_second = 5 }
   }
   backend "a" { address = "http://127.0.0.1:9000" }
 }
@@ -91,6 +95,10 @@ upstream "moved" {
 	}
 	if v1.Rewrite.PrefixRewrite != "/internal/v1/" || len(v1.RequestHeaders.Set) != 0 || !slices.Equal(v1.ResponseHeaders.Remove, []string{"Server"}) {
 		t.Errorf("/v1/: %+v", v1)
+	}
+	if v1.Timeouts.Request != time.Minute || v1.Retry == nil || v1.Retry.Attempts != 3 || v1.RateLimit == nil || v1.RateLimit.RequestsPerSecond != 5 ||
+		api.Retry != nil || api.RateLimit != nil || api.Timeouts != (gateway.RouteTimeouts{}) {
+		t.Errorf("route policies: %+v %+v", v1, api)
 	}
 	if d := moved.Redirect; d == nil || d.To != "https://new.example.com" || d.Code != 308 || d.StripQuery {
 		t.Errorf("redirect: %+v", moved.Redirect)

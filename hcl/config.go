@@ -435,6 +435,14 @@ type Route struct {
 	// without an upstream (nil: none).
 	RequestHeaders, ResponseHeaders *HeaderRules
 	Redirect                        *Redirect
+	// Timeouts, Retry and RateLimit replace the upstream's for this route
+	// (route_policies.go; nil: the upstream's). Timeouts override one by
+	// one (0: the upstream's); a retry block replaces the upstream's whole
+	// (its unwritten arguments take retry's defaults); a rate_limit is the
+	// route's own, with its own buckets.
+	Timeouts  *RouteTimeouts
+	Retry     *Retry
+	RateLimit *RateLimit
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

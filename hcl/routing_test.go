@@ -3,6 +3,7 @@ package hcl
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRouteRules: strip_prefix, prefix_rewrite, header rules and
@@ -126,5 +127,69 @@ func TestRouteRuleErrors(t *testing.T) {
 `)
 	if !strings.Contains(got, "No backends") {
 		t.Errorf("mixed upstream without backends: %s", got)
+	}
+}
+
+// TestRoutePolicies: a route's timeouts, retry and rate_limit convert
+// (timeouts one by one, 0 for the upstream's); a route without them has
+// none.
+func TestRoutePolicies(t *testing.T) {
+	u := mustParse(t, testListener+`upstream "api" {
+  route {
+    path_prefix = "/slow/"
+    timeouts {
+      request         = "60s"
+      response_header = "5s"
+    }
+    retry { attempts = 3 }
+    rate_limit { requests_per_second = 5 }
+  }
+  route { path_prefix = "/" }
+  backend "b" { address = "http://127.0.0.1:8080" }
+}
+`).Upstreams[0]
+	slow, plain := u.Routes[0], u.Routes[1]
+	if tm := slow.Timeouts; tm == nil || tm.Request != 60*time.Second || tm.ResponseHeader != 5*time.Second || tm.BodyIdle != 0 {
+		t.Errorf("timeouts = %+v", slow.Timeouts)
+	}
+	if r := slow.Retry; r == nil || r.Attempts != 3 || r.Backoff != DefaultRetryBackoff {
+		t.Errorf("retry = %+v", slow.Retry)
+	}
+	if rl := slow.RateLimit; rl == nil || rl.RequestsPerSecond != 5 || rl.Burst != 5 {
+		t.Errorf("rate_limit = %+v", slow.RateLimit)
+	}
+	if plain.Timeouts != nil || plain.Retry != nil || plain.RateLimit != nil {
+		t.Errorf("a route without policies: %+v", plain)
+	}
+}
+
+// TestRoutePolicyErrors: connect and idle are the upstream's; a route's
+// response_header longer than the upstream's or than its own request
+// timeout, and the blocks' own errors, at file:line:column.
+func TestRoutePolicyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		body, at, want string
+	}{
+		{`timeouts { connect = "1s" }`, `"1s"`, `route timeouts connect: connect is a setting of the upstream's connections`},
+		{`timeouts { idle = "1s" }`, `"1s"`, "Connection timeout on a route"},
+		{`timeouts { response_header = "31s" }`, `"31s"`, "can only shorten its upstream's (30s)"},
+		{"timeouts {\n request = \"1s\"\n response_header = \"2s\"\n }", `"2s"`, "must not be longer than the request timeout"},
+		{`timeouts { request = "soon" }`, `"soon"`, "is not a duration"},
+		{`retry { attempts = 0 }`, `0 }`, "route retry attempts: 0 is out of range"},
+		{`retry { on = ["500"] }`, `"500"`, "is not a retry condition"},
+		{`rate_limit { burst = 2 }`, `rate_limit {`, "Missing requests_per_second"},
+		{"retry {}\n retry {}", "2nd retry {", "Duplicate retry block"},
+	} {
+		src := authUpstream("    " + tc.body)
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		at := posOf(src, tc.at)
+		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
+			first := strings.Index(src, second) + 1
+			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
+		}
+		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
+		}
 	}
 }

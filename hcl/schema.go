@@ -189,12 +189,12 @@ type rawUpstream struct {
 	OutlierDetections []*rawOutlierDetection `hcl:"outlier_detection,block"`
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
-	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`     // limits.go
-	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
-	Retrys            []*rawRetry            `hcl:"retry,block"`      // retry.go
-	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
-	Compresses        []*rawCompress         `hcl:"compress,block"`   // edge.go
-	CORSs             []*rawCORS             `hcl:"cors,block"`       // edge.go
+	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`           // limits.go
+	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"`       // ratelimit.go
+	Retrys            []*rawRetry            `hcl:"retry,block"`            // retry.go
+	Hedges            []*rawHedge            `hcl:"hedge,block"`            // retry.go
+	Compresses        []*rawCompress         `hcl:"compress,block"`         // edge.go
+	CORSs             []*rawCORS             `hcl:"cors,block"`             // edge.go
 	RequestHeaders    []*rawHeaderRules      `hcl:"request_headers,block"`  // routing.go
 	ResponseHeaders   []*rawHeaderRules      `hcl:"response_headers,block"` // routing.go
 
@@ -233,6 +233,9 @@ type rawRoute struct {
 	RequestHeaders  []*rawHeaderRules `hcl:"request_headers,block"`   // routing.go
 	ResponseHeaders []*rawHeaderRules `hcl:"response_headers,block"`  // routing.go
 	Redirects       []*rawRedirect    `hcl:"redirect,block"`          // routing.go
+	Timeoutss       []*rawTimeouts    `hcl:"timeouts,block"`          // route_policies.go
+	Retrys          []*rawRetry       `hcl:"retry,block"`             // route_policies.go
+	RateLimits      []*rawRateLimit   `hcl:"rate_limit,block"`        // route_policies.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -91,12 +91,17 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	if len(r.Routes) == 0 {
 		b.blockErrorf("Missing route", "an upstream needs at least one route block.")
 	}
+	var routeRH []ladderRung // the routes' response_header, at most the upstream's
 	for _, rr := range r.Routes {
 		// A route with an invalid value is reported once and dropped: kept
 		// with its defaults it would collide with other routes and add a
 		// false "Duplicate route" error.
 		before := b.errCount()
-		rt := buildRoute(b.child("route", rr.DefRange), rr)
+		rb := b.child("route", rr.DefRange)
+		rt := buildRoute(rb, rr)
+		if rh := buildRoutePolicies(rb, rr, &rt); rh != nil { // route_policies.go
+			routeRH = append(routeRH, *rh)
+		}
 		if b.errCount() == before {
 			u.Routes = append(u.Routes, rt)
 		}
@@ -144,6 +149,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		rungs = append(rungs, ladderRung{b.child("retry", r.Retry.DefRange), r.Retry.PerTryTimeout, u.Retry.PerTryTimeout})
 	}
 	checkLadder(u.Timeouts.Request, rungs)
+	checkRouteResponseHeader(u.Timeouts.ResponseHeader, routeRH) // route_policies.go
 	return u
 }
 
