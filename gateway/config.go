@@ -145,7 +145,11 @@ func (uc UpstreamConfig) concurrencyLimits() concurrency.Limits {
 type RouteConfig struct {
 	Host       string
 	PathPrefix string
-	Methods    []string
+	// Path (an exact path) and PathRegex (RE2, matched whole) replace
+	// PathPrefix: one of the three is set (route.Definition, README "Path
+	// matching"). strip_prefix and prefix_rewrite need a PathPrefix.
+	Path, PathRegex string
+	Methods         []string
 	// Upgrades lists the protocols the route tunnels to HTTP/1.1 backends
 	// (case-insensitive upgrade tokens, e.g. "websocket"): an HTTP/1.1
 	// Upgrade, or an extended CONNECT's :protocol (RFC 8441, RFC 9220).

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 
@@ -39,7 +40,10 @@ func (r rules) none() bool {
 func buildRules(rc RouteConfig) (rules, error) {
 	var r rules
 	prefix := rc.PathPrefix
-	if prefix == "" {
+	if prefix == "" { // an exact or regex route: a redirect keeps the whole path
+		if rc.Rewrite != (rewrite.Config{}) {
+			return r, fmt.Errorf("strip_prefix and prefix_rewrite need a path_prefix")
+		}
 		prefix = "/"
 	}
 	prefix, _ = pathnorm.NormalizePath(prefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})

@@ -214,7 +214,8 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		next.configs[uc.Name] = &configs[len(configs)-1]
 		next.attempts[u] = ap
 		for i, rc := range uc.Routes {
-			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
+			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Path: rc.Path, PathRegex: rc.PathRegex,
+				Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
 		}
 	}
 	rt, err := route.Build(defs, next.upstreams)

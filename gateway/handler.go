@@ -112,7 +112,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, nil, nil, answer.InvalidPath)
 		return
 	}
-	rec.routed(rt.PathPrefix, rt.Host)
+	rec.routed(rt.Pattern(), rt.Host)
 	rec.edge = tbl.edgeOf(rt) // CORS, compression (edge.go)
 	up := rt.Target
 	if a := routeAdmits(tbl, rt, r); a.Status != 0 { // 403 ip_denied, 425 (clientaddr.go)

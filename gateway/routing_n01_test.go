@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/headers"
 	"github.com/impulse-agent/impulse-agent/gateway/rewrite"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
@@ -113,4 +114,45 @@ func TestN01EscapedSlashRefused(t *testing.T) {
 	if resp.StatusCode != 400 || resp.Header.Get("X-Impulse-Error") != "invalid_path" {
 		t.Errorf("%d %v", resp.StatusCode, resp.Header)
 	}
+}
+
+// TestPathMatching: exact path and path_regex routes over every ingress,
+// in the documented precedence (exact > path_regex > path_prefix), on
+// the normalised path; the access log's route is the matcher as written.
+func TestPathMatching(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		be := targetEcho(t)
+		var ups []UpstreamConfig
+		for _, rc := range []RouteConfig{{PathPrefix: "/api/"}, {Path: "/api/health"}, {PathRegex: `/api/users/[0-9]+`}} {
+			name := "prefix"
+			switch {
+			case rc.Path != "":
+				name = "exact"
+			case rc.PathRegex != "":
+				name = "regex"
+			}
+			uc := staticUpstream(name, "/", be)
+			uc.Routes = []RouteConfig{rc}
+			uc.Routes[0].ResponseHeaders = headers.Config{Set: map[string]string{"X-Route": "{route}", "X-Upstream": name}}
+			ups = append(ups, uc)
+		}
+		h := newHarnessOver(t, proto, ups...)
+		for _, c := range []struct{ path, upstream, route string }{
+			{"/api/health", "exact", "/api/health"},
+			{"/api/./health", "exact", "/api/health"},
+			{"/api/health/", "prefix", "/api/"},
+			{"/api/users/42", "regex", "/api/users/[0-9]+"},
+			{"/api/users/4%32", "regex", "/api/users/[0-9]+"}, // "%32" is "2", unreserved: decoded by normalisation
+			{"/api/users/42/x", "prefix", "/api/"},
+		} {
+			resp, err := h.client.Get(h.base + c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Upstream") != c.upstream || resp.Header.Get("X-Route") != c.route {
+				t.Errorf("%s: %d, upstream %q route %q, want %q %q", c.path, resp.StatusCode, resp.Header.Get("X-Upstream"), resp.Header.Get("X-Route"), c.upstream, c.route)
+			}
+		}
+	})
 }
