@@ -119,7 +119,7 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 			return uc, fmt.Errorf("upstream %q route %d: %w", u.Name, i, err)
 		}
 		uc.Routes = append(uc.Routes, gateway.RouteConfig{RateLimit: pol.RateLimit, Retry: pol.Retry, Timeouts: pol.Timeouts, // edge.go
-			Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
+			Host: r.Host, PathPrefix: r.PathPrefix, Path: r.Path, PathRegex: r.PathRegex, Methods: r.Methods, Upgrades: r.Upgrades,
 			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r), // edge.go
 			Rewrite: rewrite.Config{StripPrefix: r.StripPrefix, PrefixRewrite: r.PrefixRewrite}, Redirect: routeRedirect(r),
 			RequestHeaders: routeHeaders(r.RequestHeaders), ResponseHeaders: routeHeaders(r.ResponseHeaders)})

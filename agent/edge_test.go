@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
 // TestEdgeConverted: a route's compress and cors blocks reach the
@@ -102,6 +103,39 @@ upstream "moved" {
 	}
 	if d := moved.Redirect; d == nil || d.To != "https://new.example.com" || d.Code != 308 || d.StripQuery {
 		t.Errorf("redirect: %+v", moved.Redirect)
+	}
+	gw, err := gateway.New(gateway.Config{Upstreams: gc.Upstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Shutdown(t.Context())
+}
+
+// TestPathMatchConverted: path and path_regex routes reach the gateway,
+// which takes them beside a path_prefix route of the same text, and a
+// catalog-style key never confuses them.
+func TestPathMatchConverted(t *testing.T) {
+	gc := convertedConfig(t, `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+upstream "api" {
+  route { path = "/api/health" }
+  route { path_regex = "/api/users/[0-9]+" }
+  route { path_prefix = "/api/health" }
+  backend "a" { address = "http://127.0.0.1:9000" }
+}
+`)
+	rs := gc.Upstreams[0].Routes
+	if rs[0].Path != "/api/health" || rs[0].PathPrefix != "" || rs[1].PathRegex != "/api/users/[0-9]+" || rs[2].PathPrefix != "/api/health" {
+		t.Errorf("routes: %+v", rs)
+	}
+	if keyOf(hcl.Route{Path: "/a"}) == keyOf(hcl.Route{PathPrefix: "/a"}) || keyOf(hcl.Route{PathRegex: "/a"}) == keyOf(hcl.Route{Path: "/a"}) {
+		t.Error("keyOf confuses path kinds")
 	}
 	gw, err := gateway.New(gateway.Config{Upstreams: gc.Upstreams})
 	if err != nil {

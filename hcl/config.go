@@ -402,8 +402,14 @@ type Route struct {
 	// without brackets), or "*.suffix" matching exactly one or more labels
 	// before suffix. Never includes a port.
 	Host string
-	// PathPrefix starts with "/" (default "/").
+	// PathPrefix starts with "/" (default "/" when neither Path nor
+	// PathRegex is set; "" when one is).
 	PathPrefix string
+	// Path is an exact path (a valid path_prefix would be); PathRegex an
+	// RE2 expression matched against the whole normalised path
+	// (routing.go). At most one of PathPrefix, Path and PathRegex is
+	// written.
+	Path, PathRegex string
 	// Methods are HTTP method tokens; empty means any method.
 	Methods []string
 	// Upgrades are the protocols the route tunnels (HTTP/1.1 Upgrade

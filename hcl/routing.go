@@ -82,6 +82,48 @@ func buildUpstreamHeaders(b blk, r *rawUpstream, u *Upstream) {
 	}
 }
 
+// buildPathMatch converts a route's path or path_regex into rt (its
+// PathPrefix then ""), and reports whether it had one: at most one of
+// path_prefix, path and path_regex may be written.
+func buildPathMatch(b blk, r *rawRoute, rt *Route) bool {
+	var written []*hcl2.Attribute
+	for _, a := range []*hcl2.Attribute{r.PathPrefix, r.Path, r.PathRegex} {
+		if a != nil {
+			written = append(written, a)
+		}
+	}
+	if len(written) > 1 {
+		b.errorf(written[1], "", "Conflicting path matches", "%s and %s are both set; a route matches paths by one of path_prefix, path and path_regex.", written[0].Name, written[1].Name)
+	}
+	switch {
+	case r.Path != nil:
+		if p, ok := b.strOK(r.Path, ""); ok {
+			if why := checkPathPrefix(p); why != "" {
+				b.errorf(r.Path, "", "Invalid path", "%s.", why)
+			}
+			rt.Path = p
+		}
+	case r.PathRegex != nil:
+		if p, ok := b.strOK(r.PathRegex, ""); ok {
+			if _, err := edgerules.CompilePathRegex(p); err != nil {
+				b.errorf(r.PathRegex, "", "Invalid path_regex", "%q: %v (RE2 syntax, matched against the whole normalised path).", p, err)
+			} else if p == "" {
+				b.errorf(r.PathRegex, "", "Invalid path_regex", "an empty expression matches no path; remove path_regex.")
+			}
+			rt.PathRegex = p
+		}
+	default:
+		return false
+	}
+	rt.PathPrefix = ""
+	for _, a := range []*hcl2.Attribute{r.StripPrefix, r.PrefixRewrite} {
+		if a != nil {
+			b.errorf(a, "", "Rewrite without a prefix", "%s replaces the route's path_prefix; a route matched by path or path_regex has none.", a.Name)
+		}
+	}
+	return true
+}
+
 // buildRouteRules converts a route's path, header and redirect rules.
 func buildRouteRules(b blk, r *rawRoute, rt *Route) {
 	rt.StripPrefix = b.boolean(r.StripPrefix, false)

@@ -193,3 +193,54 @@ func TestRoutePolicyErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPathMatchKinds: path and path_regex convert (path_prefix then "");
+// each of the three once; rewrites need a path_prefix; a regex must
+// compile within its bounds; duplicates are judged per kind.
+func TestPathMatchKinds(t *testing.T) {
+	u := mustParse(t, testListener+`upstream "api" {
+  route { path = "/api/health" }
+  route { path_regex = "/api/users/[0-9]+" }
+  route { path_prefix = "/api/health" }
+  backend "b" { address = "http://127.0.0.1:8080" }
+}
+`).Upstreams[0]
+	if r := u.Routes[0]; r.Path != "/api/health" || r.PathPrefix != "" || r.PathRegex != "" {
+		t.Errorf("path: %+v", r)
+	}
+	if r := u.Routes[1]; r.PathRegex != "/api/users/[0-9]+" || r.PathPrefix != "" {
+		t.Errorf("path_regex: %+v", r)
+	}
+	for _, tc := range []struct {
+		body, at, want string
+	}{
+		{"path_prefix = \"/a/\"\n path = \"/x\"", `"/x"`, "route path: path_prefix and path are both set"},
+		{"path = \"/y\"\n path_regex = \"/z\"", `"/z"`, "Conflicting path matches"},
+		{`path = "a"`, `"a"`, `route path: `},
+		{`path = "/a/../b"`, `"/a/../b"`, "Invalid path"},
+		{`path_regex = "/a("`, `"/a("`, `route path_regex: "/a(": error parsing regexp: missing closing )`},
+		{`path_regex = "(a)\\1"`, `"(a)\\1"`, "invalid escape sequence"},
+		{`path_regex = "(?<=a)b"`, `"(?<=a)b"`, "error parsing regexp: invalid named capture: `(?<=a)b`"},
+		{`path_regex = "((((a{0,50}){0,50}){0,50}){0,50})"`, `"((((`, "Invalid path_regex"},
+		{`path_regex = ""`, `""`, "matches no path"},
+		{"path = \"/a\"\n strip_prefix = true", `true`, "Rewrite without a prefix"},
+		{"path_regex = \"/a\"\n prefix_rewrite = \"/b\"", `"/b"`, "Rewrite without a prefix"},
+	} {
+		src := authUpstream("    " + tc.body)
+		_, diags := Parse("a.hcl", []byte(src))
+		got := linesOf(diags)
+		at := posOf(src, tc.at)
+		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
+		}
+	}
+	got := parseErrors(t, testListener+`upstream "api" {
+  route { path = "/a" }
+  route { path = "/a" }
+  backend "b" { address = "http://127.0.0.1:8080" }
+}
+`)
+	if !strings.Contains(got, `Duplicate route: upstream "api" route: host "" and path "/a" are already routed`) {
+		t.Errorf("duplicate path: %s", got)
+	}
+}

@@ -216,6 +216,8 @@ type rawRoute struct {
 
 	Host       *hcl2.Attribute `hcl:"host,optional"`
 	PathPrefix *hcl2.Attribute `hcl:"path_prefix,optional"`
+	Path       *hcl2.Attribute `hcl:"path,optional"`       // routing.go
+	PathRegex  *hcl2.Attribute `hcl:"path_regex,optional"` // routing.go
 	Methods    *hcl2.Attribute `hcl:"methods,optional"`
 	Upgrades   *hcl2.Attribute `hcl:"upgrades,optional"`
 

@@ -51,11 +51,18 @@ func checkDuplicateRoutes(top blk, ups []Upstream) {
 			}
 			slices.Sort(methods)
 			methods = slices.Compact(methods)
-			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + rt.PathPrefix + "|" + strings.Join(methods, ",")
+			match, matchName := rt.PathPrefix, "path_prefix"
+			switch {
+			case rt.Path != "":
+				match, matchName = rt.Path, "path"
+			case rt.PathRegex != "":
+				match, matchName = rt.PathRegex, "path_regex"
+			}
+			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + matchName + "=" + match + "|" + strings.Join(methods, ",")
 			if prev, dup := seen[key]; dup {
-				what := fmt.Sprintf("host %q and path_prefix %q", rt.Host, rt.PathPrefix)
+				what := fmt.Sprintf("host %q and %s %q", rt.Host, matchName, match)
 				if len(methods) > 0 {
-					what = fmt.Sprintf("host %q, path_prefix %q and methods %s", rt.Host, rt.PathPrefix, strings.Join(methods, ", "))
+					what = fmt.Sprintf("host %q, %s %q and methods %s", rt.Host, matchName, match, strings.Join(methods, ", "))
 				}
 				b := top.child(fmt.Sprintf("upstream %q route", u.Name), rt.Range)
 				b.blockErrorf("Duplicate route", "%s are already routed to upstream %q at %s; a request could not tell the two apart.",
@@ -166,7 +173,8 @@ func buildRoute(b blk, r *rawRoute) Route {
 		rt.Host = norm
 	}
 	rt.PathPrefix = DefaultPathPrefix
-	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok {
+	pathOrRegex := buildPathMatch(b, r, &rt) // routing.go: path or path_regex instead of path_prefix
+	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok && !pathOrRegex {
 		if why := checkPathPrefix(p); why != "" {
 			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "%s.", why)
 		} else {

@@ -4,22 +4,18 @@ import (
 	"cmp"
 	"fmt"
 	"regexp"
-	"regexp/syntax"
 	"strings"
 
+	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
-// Bounds of a path_regex route (README "Path matching"). RE2 matches in
-// time linear in the path and the program: a path longer than
-// MaxRegexPathBytes never matches a path_regex route (it is left to the
-// prefix routes), and a pattern may be at most MaxRegexBytes long and
-// compile to at most MaxRegexInsts instructions. Together they bound one
-// match to about a million steps.
+// Bounds of a path_regex route (edgerules.CompilePathRegex, README "Path
+// matching"): a path longer than MaxRegexPathBytes never matches one.
 const (
-	MaxRegexPathBytes = 1024
-	MaxRegexBytes     = 1024
-	MaxRegexInsts     = 2000
+	MaxRegexPathBytes = edgerules.MaxRegexPathBytes
+	MaxRegexBytes     = edgerules.MaxRegexBytes
+	MaxRegexInsts     = edgerules.MaxRegexInsts
 )
 
 // pathKind is how a route matches paths, in match order.
@@ -60,7 +56,7 @@ func compilePath(d Definition) (pathMatcher, error) {
 		p, _ := pathnorm.NormalizePath(d.Path, keep)
 		return pathMatcher{kind: pathExact, exact: p}, nil
 	case d.PathRegex != "":
-		re, err := CompileRegex(d.PathRegex)
+		re, err := edgerules.CompilePathRegex(d.PathRegex)
 		if err != nil {
 			return pathMatcher{}, fmt.Errorf("route: upstream %q: path_regex: %w", d.Upstream, err)
 		}
@@ -71,28 +67,6 @@ func compilePath(d Definition) (pathMatcher, error) {
 	}
 	p, _ := pathnorm.NormalizePath(d.PathPrefix, keep)
 	return pathMatcher{kind: pathPrefix, prefix: p}, nil
-}
-
-// CompileRegex compiles a path_regex: RE2 syntax (Go's regexp, Perl
-// flags), matched whole (anchored at both ends), within MaxRegexBytes and
-// MaxRegexInsts. Errors say why.
-func CompileRegex(s string) (*regexp.Regexp, error) {
-	if len(s) > MaxRegexBytes {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(s), MaxRegexBytes)
-	}
-	anchored := `^(?:` + s + `)$`
-	re, err := syntax.Parse(anchored, syntax.Perl)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := syntax.Compile(re.Simplify())
-	if err != nil {
-		return nil, err
-	}
-	if len(prog.Inst) > MaxRegexInsts {
-		return nil, fmt.Errorf("compiles to %d instructions, more than %d: simplify it", len(prog.Inst), MaxRegexInsts)
-	}
-	return regexp.Compile(anchored)
 }
 
 // match reports whether the normalised path p is the route's.

@@ -3,6 +3,8 @@ package edgerules
 import (
 	"fmt"
 	"net/url"
+	"regexp"
+	"regexp/syntax"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -175,4 +177,43 @@ func CheckRedirectTo(to string) string {
 		return fmt.Sprintf("%q cannot be sent in Location", to)
 	}
 	return ""
+}
+
+// Bounds of a path_regex. RE2 matches in time linear in the path and the
+// program: a path longer than MaxRegexPathBytes never matches a
+// path_regex route (the route table leaves it to the prefix routes), and
+// a pattern may be at most MaxRegexBytes long and compile to at most
+// MaxRegexInsts instructions. Together they bound one match to about two
+// million steps.
+const (
+	MaxRegexPathBytes = 1024
+	MaxRegexBytes     = 1024
+	MaxRegexInsts     = 2000
+)
+
+// CompilePathRegex compiles a path_regex: RE2 syntax (Go's regexp, Perl
+// flags), matched whole (anchored at both ends) against the normalised
+// path in its escaped form, within MaxRegexBytes and MaxRegexInsts.
+// Errors say why, as regexp/syntax does for a pattern that does not
+// compile.
+func CompilePathRegex(s string) (*regexp.Regexp, error) {
+	if len(s) > MaxRegexBytes {
+		return nil, fmt.Errorf("%d bytes, more than %d", len(s), MaxRegexBytes)
+	}
+	if _, err := syntax.Parse(s, syntax.Perl); err != nil { // its errors quote s, not the anchored form
+		return nil, err
+	}
+	anchored := `^(?:` + s + `)$`
+	re, err := syntax.Parse(anchored, syntax.Perl)
+	if err != nil { // unreachable once s parses
+		return nil, err
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	if len(prog.Inst) > MaxRegexInsts {
+		return nil, fmt.Errorf("compiles to %d instructions, more than %d: simplify it", len(prog.Inst), MaxRegexInsts)
+	}
+	return regexp.Compile(anchored)
 }
