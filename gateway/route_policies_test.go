@@ -44,7 +44,8 @@ func TestRoutePolicies(t *testing.T) {
 			{PathPrefix: "/limited/", RateLimit: &ratelimit.Config{RequestsPerSecond: 0.001, Burst: 1}},
 			{PathPrefix: "/other/"},
 		}
-		h := newHarnessOver(t, proto, uc)
+		m, sink := inmemMetrics()
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{uc}, Metrics: m}, ListenerConfig{}, proto)
 		get := func(path string) *http.Response {
 			t.Helper()
 			resp, err := h.client.Get(h.base + path)
@@ -78,6 +79,9 @@ func TestRoutePolicies(t *testing.T) {
 			if resp := get("/other/x"); resp.StatusCode != 200 {
 				t.Errorf("/other/x: %d", resp.StatusCode)
 			}
+		}
+		if n := counterSum(h.gw, sink, "impulse.rate.limited", map[string]string{"scope": "route"}); n != 1 {
+			t.Errorf("impulse_rate_limited{scope=route} = %v, want 1", n)
 		}
 	})
 }
