@@ -84,39 +84,39 @@ func buildUpstreamHeaders(b blk, r *rawUpstream, u *Upstream) {
 
 // buildPathMatch converts a route's path or path_regex into rt (its
 // PathPrefix then ""), and reports whether it had one: at most one of
-// path_prefix, path and path_regex may be written.
+// path_prefix, path and path_regex may be written. An empty path or
+// path_regex is absent (interface.md writes the defaults out as "").
 func buildPathMatch(b blk, r *rawRoute, rt *Route) bool {
+	path, _ := b.strOK(r.Path, "")
+	re, _ := b.strOK(r.PathRegex, "")
 	var written []*hcl2.Attribute
-	for _, a := range []*hcl2.Attribute{r.PathPrefix, r.Path, r.PathRegex} {
-		if a != nil {
-			written = append(written, a)
+	for _, w := range []struct {
+		a   *hcl2.Attribute
+		set bool
+	}{{r.PathPrefix, r.PathPrefix != nil}, {r.Path, path != ""}, {r.PathRegex, re != ""}} {
+		if w.set {
+			written = append(written, w.a)
 		}
 	}
 	if len(written) > 1 {
 		b.errorf(written[1], "", "Conflicting path matches", "%s and %s are both set; a route matches paths by one of path_prefix, path and path_regex.", written[0].Name, written[1].Name)
 	}
 	switch {
-	case r.Path != nil:
-		if p, ok := b.strOK(r.Path, ""); ok {
-			if why := checkPathPrefix(p); why != "" {
-				b.errorf(r.Path, "", "Invalid path", "%s.", why)
-			}
-			rt.Path = p
+	case path != "":
+		if why := checkPathPrefix(path); why != "" {
+			b.errorf(r.Path, "", "Invalid path", "%s.", why)
 		}
-	case r.PathRegex != nil:
-		if p, ok := b.strOK(r.PathRegex, ""); ok {
-			if _, err := edgerules.CompilePathRegex(p); err != nil {
-				b.errorf(r.PathRegex, "", "Invalid path_regex", "%q: %v (RE2 syntax, matched against the whole normalised path).", p, err)
-			} else if p == "" {
-				b.errorf(r.PathRegex, "", "Invalid path_regex", "an empty expression matches no path; remove path_regex.")
-			}
-			rt.PathRegex = p
+		rt.Path = path
+	case re != "":
+		if _, err := edgerules.CompilePathRegex(re); err != nil {
+			b.errorf(r.PathRegex, "", "Invalid path_regex", "%q: %v (RE2 syntax, matched against the whole normalised path).", re, err)
 		}
+		rt.PathRegex = re
 	default:
 		return false
 	}
 	rt.PathPrefix = ""
-	for _, a := range []*hcl2.Attribute{r.StripPrefix, r.PrefixRewrite} {
+	for _, a := range rewritesWritten(r) {
 		if a != nil {
 			b.errorf(a, "", "Rewrite without a prefix", "%s replaces the route's path_prefix; a route matched by path or path_regex has none.", a.Name)
 		}
@@ -124,17 +124,36 @@ func buildPathMatch(b blk, r *rawRoute, rt *Route) bool {
 	return true
 }
 
+// rewritesWritten are r's strip_prefix and prefix_rewrite when they
+// rewrite: strip_prefix = true, a non-empty prefix_rewrite (the defaults
+// written out, false and "", rewrite nothing). Type errors are
+// buildRouteRules' to report.
+func rewritesWritten(r *rawRoute) []*hcl2.Attribute {
+	var out []*hcl2.Attribute
+	if a := r.StripPrefix; a != nil {
+		if v, ds := a.Expr.Value(nil); !ds.HasErrors() && v.Type() == cty.Bool && v.IsKnown() && !v.IsNull() && v.True() {
+			out = append(out, a)
+		}
+	}
+	if a := r.PrefixRewrite; a != nil {
+		if v, ds := a.Expr.Value(nil); !ds.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() && v.AsString() != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // buildRouteRules converts a route's path, header and redirect rules.
 func buildRouteRules(b blk, r *rawRoute, rt *Route) {
 	rt.StripPrefix = b.boolean(r.StripPrefix, false)
-	if p, ok := b.strOK(r.PrefixRewrite, ""); ok && r.PrefixRewrite != nil {
+	if p, ok := b.strOK(r.PrefixRewrite, ""); ok && p != "" { // "": none
 		if why := edgerules.CheckRewrite(p); why != "" {
 			b.errorf(r.PrefixRewrite, "", "Invalid prefix_rewrite", "%s.", why)
 		} else {
 			rt.PrefixRewrite = p
 		}
 	}
-	if rt.StripPrefix && r.PrefixRewrite != nil {
+	if rt.StripPrefix && rt.PrefixRewrite != "" {
 		b.errorf(r.PrefixRewrite, "", "Conflicting rewrites", "strip_prefix = true already rewrites the prefix (as prefix_rewrite = \"/\"); keep one.")
 	}
 	if h := one(r.RequestHeaders, b.path, "request_headers", b.diags); h != nil {
@@ -146,7 +165,7 @@ func buildRouteRules(b blk, r *rawRoute, rt *Route) {
 	if d := one(r.Redirects, b.path, "redirect", b.diags); d != nil {
 		rb := b.child("redirect", d.DefRange)
 		rt.Redirect = buildRedirect(rb, d)
-		for _, a := range []*hcl2.Attribute{r.StripPrefix, r.PrefixRewrite} {
+		for _, a := range rewritesWritten(r) {
 			if a != nil {
 				b.errorf(a, "", "Rewrite on a redirect", "a redirect route reaches no backend; its redirect's to replaces the path prefix.")
 			}

@@ -222,7 +222,6 @@ func TestPathMatchKinds(t *testing.T) {
 		{`path_regex = "(a)\\1"`, `"(a)\\1"`, "invalid escape sequence"},
 		{`path_regex = "(?<=a)b"`, `"(?<=a)b"`, "error parsing regexp: invalid named capture: `(?<=a)b`"},
 		{`path_regex = "((((a{0,50}){0,50}){0,50}){0,50})"`, `"((((`, "Invalid path_regex"},
-		{`path_regex = ""`, `""`, "matches no path"},
 		{"path = \"/a\"\n strip_prefix = true", `true`, "Rewrite without a prefix"},
 		{"path_regex = \"/a\"\n prefix_rewrite = \"/b\"", `"/b"`, "Rewrite without a prefix"},
 	} {
@@ -243,4 +242,34 @@ func TestPathMatchKinds(t *testing.T) {
 	if !strings.Contains(got, `Duplicate route: upstream "api" route: host "" and path "/a" are already routed`) {
 		t.Errorf("duplicate path: %s", got)
 	}
+}
+
+// TestRoutingDefaultsWrittenOut: interface.md's route with every new
+// argument at its default ("" for path, path_regex and prefix_rewrite,
+// false for strip_prefix, empty header blocks) is a plain path_prefix
+// route.
+func TestRoutingDefaultsWrittenOut(t *testing.T) {
+	rt := mustParse(t, authUpstream(`    path_prefix    = "/api/"
+    path           = ""
+    path_regex     = ""
+    strip_prefix   = false
+    prefix_rewrite = ""
+    request_headers {
+      set    = {}
+      add    = {}
+      remove = []
+    }
+    response_headers {
+      set    = {}
+      add    = {}
+      remove = []
+    }`)).Upstreams[0].Routes[0]
+	if rt.PathPrefix != "/api/" || rt.Path != "" || rt.PathRegex != "" || rt.StripPrefix || rt.PrefixRewrite != "" ||
+		len(rt.RequestHeaders.Set)+len(rt.RequestHeaders.Add)+len(rt.RequestHeaders.Remove) != 0 {
+		t.Errorf("%+v", rt)
+	}
+	// And with a redirect, the rewrites written out at their defaults are no error.
+	mustParse(t, authUpstream(`    strip_prefix   = false
+    prefix_rewrite = ""
+    redirect { to = "https://new.example.com" }`))
 }
