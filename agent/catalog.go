@@ -113,6 +113,12 @@ type routeKey struct {
 }
 
 func keyOf(r hcl.Route) routeKey {
+	switch { // an exact or regex route (HCL only) never collides with a prefix
+	case r.Path != "":
+		r.PathPrefix = "=" + r.Path
+	case r.PathRegex != "":
+		r.PathPrefix = "~" + r.PathRegex
+	}
 	if len(r.Methods) == 0 { // every catalog route: no allocation for a lower-case host
 		return routeKey{host: strings.ToLower(r.Host), path: r.PathPrefix}
 	}

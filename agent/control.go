@@ -172,7 +172,7 @@ func routeEntries(routes []gateway.RouteInfo, rep *catalogReport) []routeEntry {
 	out := make([]routeEntry, 0, len(routes))
 	for _, r := range routes {
 		e := routeEntry{RouteInfo: r, Source: rep.source(r.Upstream)}
-		k := keyOf(hcl.Route{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods})
+		k := keyOf(hcl.Route{Host: r.Host, PathPrefix: r.PathPrefix, Path: r.Path, PathRegex: r.PathRegex, Methods: r.Methods})
 		for _, c := range rep.Conflicts {
 			if c.Winner == r.Upstream && keyOf(hcl.Route{Host: c.Host, PathPrefix: c.PathPrefix, Methods: c.Methods}) == k {
 				e.Conflicts = append(e.Conflicts, conflictEntry{Upstream: c.Loser, Source: c.LoserSource, Rule: c.Rule})

@@ -17,6 +17,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/rewrite"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
@@ -115,9 +116,16 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 		}
 		uc.TLS = tc
 	}
-	for _, r := range u.Routes {
-		uc.Routes = append(uc.Routes, gateway.RouteConfig{Host: r.Host, PathPrefix: r.PathPrefix, Methods: r.Methods, Upgrades: r.Upgrades,
-			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r)}) // edge.go
+	for i, r := range u.Routes {
+		pol, err := routePolicies(r)
+		if err != nil {
+			return uc, fmt.Errorf("upstream %q route %d: %w", u.Name, i, err)
+		}
+		uc.Routes = append(uc.Routes, gateway.RouteConfig{RateLimit: pol.RateLimit, Retry: pol.Retry, Timeouts: pol.Timeouts, // edge.go
+			Host: r.Host, PathPrefix: r.PathPrefix, Path: r.Path, PathRegex: r.PathRegex, Methods: r.Methods, Upgrades: r.Upgrades,
+			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r), // edge.go
+			Rewrite: rewrite.Config{StripPrefix: r.StripPrefix, PrefixRewrite: r.PrefixRewrite}, Redirect: routeRedirect(r),
+			RequestHeaders: routeHeaders(r.RequestHeaders), ResponseHeaders: routeHeaders(r.ResponseHeaders)})
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})

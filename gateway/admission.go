@@ -173,6 +173,7 @@ func (g *Gateway) overloaded(rec *recorder, w http.ResponseWriter, up *upstream.
 const (
 	rateScopeListener = "listener"
 	rateScopeUpstream = "upstream"
+	rateScopeRoute    = "route" // a route's own rate_limit (route_policies.go)
 )
 
 // rateLimiters are the Limiters of the listeners or of the upstreams, by
@@ -242,7 +243,7 @@ func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Reques
 	if p := g.listenerRates.Load(); p != nil {
 		ll = (*p)[rec.listener]
 	}
-	ul := tbl.rates[rt.Target.Name()]
+	ul := rec.routeRate(tbl, rt.Target) // the route's own, else the upstream's (route_policies.go)
 	if ll == nil && ul == nil {
 		return true
 	}
@@ -254,6 +255,9 @@ func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Reques
 	}
 	if ok && ul != nil {
 		scope = rateScopeUpstream
+		if rec.edge != nil && rec.edge.policy.rate == ul {
+			scope = rateScopeRoute
+		}
 		ok, wait = ul.Allow(ul.Key(r, rt.ID), now)
 	}
 	if ok {

@@ -62,8 +62,15 @@ var errPerTryTimeout = fmt.Errorf("%w (per_try_timeout)", transport.ErrResponseH
 // whether the gateway times that itself (roundTrip's own) and the timer's
 // cause: the upstream's response_header timeout, or per_try_timeout when
 // it is shorter.
-func tryWait(up *upstream.Upstream, p *retry.Policy, b *upstream.Backend) (wait time.Duration, own bool, cause error) {
+//
+// rh is the request's response_header timeout (its route's when it has
+// one, route_policies.go): when it is not the upstream's, whose value the
+// HTTP/1.1 transport holds, the gateway times it itself.
+func tryWait(up *upstream.Upstream, rh time.Duration, p *retry.Policy, b *upstream.Backend) (wait time.Duration, own bool, cause error) {
 	wait, own, cause = up.Config().ResponseHeaderTimeout, transport.IsHTTP2(b.Scheme), transport.ErrResponseHeaderTimeout
+	if rh > 0 && rh != wait {
+		wait, own = rh, true
+	}
 	if pt := p.PerTryTimeout; pt > 0 && (wait <= 0 || pt < wait) {
 		wait, own, cause = pt, true, errPerTryTimeout
 	}
@@ -228,7 +235,7 @@ func (g *Gateway) proxy(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	t := try{b: b, start: rec.out.Start}
 	for n := 1; ; n++ {
 		tried[n-1] = t.b
-		wait, own, cause := tryWait(up, p, t.b)
+		wait, own, cause := tryWait(up, uc.ResponseHeaderTimeout, p, t.b)
 		t.trace = rec.out.Span.StartTry(r, t.b, n, false)
 		t.resp, t.ctx, t.cancel, t.err = roundTrip(traced, r, t.b, &cb, wait, own, cause, t.trace)
 		iw.finish() // no 1xx after this: w is the handler's again

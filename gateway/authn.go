@@ -239,7 +239,7 @@ func (g *Gateway) authenticate(rec *recorder, w http.ResponseWriter, r *http.Req
 	}
 	d := p.Authenticate(r.Context(), r, uri)
 	for _, s := range d.Steps[:d.N] {
-		g.obs.Metrics.Auth(rt.PathPrefix, s.Method, s.Result, up.Name())
+		g.obs.Metrics.Auth(rt.Pattern(), s.Method, s.Result, up.Name())
 	}
 	last := d.Last()
 	rec.out.Auth = authField(last)

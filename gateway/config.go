@@ -14,9 +14,11 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/concurrency"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
+	"github.com/impulse-agent/impulse-agent/gateway/headers"
 	"github.com/impulse-agent/impulse-agent/gateway/ingress"
 	"github.com/impulse-agent/impulse-agent/gateway/ratelimit"
 	"github.com/impulse-agent/impulse-agent/gateway/retry"
+	"github.com/impulse-agent/impulse-agent/gateway/rewrite"
 	"github.com/impulse-agent/impulse-agent/gateway/tunnel"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
@@ -143,7 +145,11 @@ func (uc UpstreamConfig) concurrencyLimits() concurrency.Limits {
 type RouteConfig struct {
 	Host       string
 	PathPrefix string
-	Methods    []string
+	// Path (an exact path) and PathRegex (RE2, matched whole) replace
+	// PathPrefix: one of the three is set (route.Definition, README "Path
+	// matching"). strip_prefix and prefix_rewrite need a PathPrefix.
+	Path, PathRegex string
+	Methods         []string
 	// Upgrades lists the protocols the route tunnels to HTTP/1.1 backends
 	// (case-insensitive upgrade tokens, e.g. "websocket"): an HTTP/1.1
 	// Upgrade, or an extended CONNECT's :protocol (RFC 8441, RFC 9220).
@@ -166,4 +172,38 @@ type RouteConfig struct {
 	// Apply switches both at once.
 	CORS     *cors.Config
 	Compress *compress.Config
+	// Rewrite changes the path the backend gets (edge_rules.go,
+	// rewrite.Config: strip_prefix, prefix_rewrite); the zero value
+	// forwards the path as routed.
+	Rewrite rewrite.Config
+	// Redirect answers the route's requests with a redirect, without an
+	// upstream (rewrite.RedirectConfig; nil: none): after the IP rules
+	// and the early-data check, before authentication.
+	Redirect *rewrite.RedirectConfig
+	// RequestHeaders change the fields the backend gets, after
+	// authentication and the rate limits; ResponseHeaders those the
+	// client gets, on the backend's answers and the gateway's own after
+	// routing (headers.Config; the zero value: none). Apply switches all
+	// at once.
+	RequestHeaders, ResponseHeaders headers.Config
+	// Per-route policies (route_policies.go), each replacing its
+	// upstream's for this route only; nil or zero: the upstream's.
+	// RateLimit is the route's own limit, with buckets of its own, in
+	// place of the upstream's (a listener's still applies first). Retry
+	// replaces the upstream's retry policy (retry.Policy.Validate); the
+	// retry budget stays the upstream's, shared with its other routes.
+	// Timeouts override the upstream's request, body_idle and
+	// response_header timeouts one by one. Apply switches them at once;
+	// an unchanged rate_limit keeps its buckets.
+	RateLimit *ratelimit.Config
+	Retry     *retry.Policy
+	Timeouts  RouteTimeouts
+}
+
+// RouteTimeouts are a route's overrides of its upstream's timeouts (0:
+// the upstream's). ResponseHeader is timed by the gateway itself and can
+// only shorten the upstream's (its transport still bounds HTTP/1.1
+// backends by the upstream's).
+type RouteTimeouts struct {
+	Request, BodyIdle, ResponseHeader time.Duration
 }

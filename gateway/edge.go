@@ -7,6 +7,7 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/compress"
 	"github.com/impulse-agent/impulse-agent/gateway/cors"
+	"github.com/impulse-agent/impulse-agent/gateway/retry"
 	"github.com/impulse-agent/impulse-agent/gateway/route"
 	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 )
@@ -25,27 +26,42 @@ import (
 // api_keys or jwt must still answer it. The rate limits count it as any
 // request.
 
-// routeEdge is a route's compiled response stages (either nil).
+// routeEdge is a route's compiled edge stages (each nil when not
+// configured): response stages here, path, header and redirect rules in
+// edge_rules.go.
 type routeEdge struct {
 	cors     *cors.Policy
 	compress *compress.Policy
+	rules
+	policy routePolicy // route_policies.go
 }
 
 // edgePolicies are the stages of a table's routes that have any, keyed
 // like authPolicies. Never modified once published.
 type edgePolicies map[routeAt]*routeEdge
 
-// buildEdgePolicies compiles the routes' CORS and Compress of ups.
-// Errors: a block the agent's checks should have refused.
-func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
+// buildEdgePolicies compiles the routes' CORS, Compress, rules and
+// policies of ups; old is the current table's (rate-limit buckets carry
+// over), attempts the next table's settings by upstream name (the retry
+// budget a route shares). Errors: a block the agent's checks should have
+// refused.
+func buildEdgePolicies(old edgePolicies, ups []UpstreamConfig, attempts map[string]*retry.Settings) (edgePolicies, error) {
 	var out edgePolicies
 	for _, uc := range ups {
 		for i, rc := range uc.Routes {
-			if rc.CORS == nil && rc.Compress == nil {
+			r, err := buildRules(rc)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
+			}
+			at := routeAt{uc.Name, i}
+			pol, err := buildRoutePolicy(old[at], rc, attempts[uc.Name], uc.ResponseHeaderTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
+			}
+			if rc.CORS == nil && rc.Compress == nil && r.none() && pol.none() {
 				continue
 			}
-			e := &routeEdge{}
-			var err error
+			e := &routeEdge{rules: r, policy: pol}
 			if rc.CORS != nil {
 				if e.cors, err = cors.New(*rc.CORS); err != nil {
 					return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
@@ -59,7 +75,7 @@ func buildEdgePolicies(ups []UpstreamConfig) (edgePolicies, error) {
 			if out == nil {
 				out = edgePolicies{}
 			}
-			out[routeAt{uc.Name, i}] = e
+			out[at] = e
 		}
 	}
 	return out, nil
@@ -112,11 +128,18 @@ func (rec *recorder) answerPreflight(w http.ResponseWriter, r *http.Request, up 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// corsFields sets the CORS fields of a response to the request in h (the
-// gateway's answer's, or the backend's before they are copied), when the
-// route has a cors block.
+// corsFields sets the fields of a response to the request in h (the
+// gateway's answer's, or the backend's before they are copied) that the
+// route's response_headers rules set (edge_rules.go), then its CORS
+// fields, when the route has either.
 func (rec *recorder) corsFields(h http.Header) {
-	if rec.edge != nil && rec.edge.cors != nil {
+	if rec.edge == nil {
+		return
+	}
+	if rec.edge.respHeaders != nil {
+		rec.edge.respHeaders.Apply(h, rec.vars())
+	}
+	if rec.edge.cors != nil {
 		rec.edge.cors.Respond(rec.r.Header, h)
 	}
 }

@@ -216,7 +216,8 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		next.configs[uc.Name] = &configs[len(configs)-1]
 		next.attempts[u] = ap
 		for i, rc := range uc.Routes {
-			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
+			defs = append(defs, route.Definition{Upstream: uc.Name, Host: rc.Host, PathPrefix: rc.PathPrefix, Path: rc.Path, PathRegex: rc.PathRegex,
+				Methods: rc.Methods, Upgrades: rc.Upgrades, Index: i})
 		}
 	}
 	rt, err := route.Build(defs, next.upstreams)
@@ -224,7 +225,11 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	next.routes = rt
-	if next.edge, err = buildEdgePolicies(ups); err != nil {
+	byName := make(map[string]*retry.Settings, len(next.upstreams))
+	for name, u := range next.upstreams {
+		byName[name] = next.attempts[u]
+	}
+	if next.edge, err = buildEdgePolicies(old.edge, ups, byName); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	if next.auth, err = g.buildAuthPolicies(old.auth, ups); err != nil {

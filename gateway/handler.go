@@ -21,8 +21,10 @@ import (
 //
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
-// route → early data → a CORS preflight answered (edge.go) →
-// authentication → rate limits → concurrency limits → pick → the
+// route → IP rules → early data → a redirect answered (edge_rules.go) →
+// a CORS preflight answered (edge.go) → authentication → rate limits →
+// path rewrite and request_headers (edge_rules.go) → concurrency
+// limits → pick → the
 // attempts (attempts.go, hedge.go; tunnels: tunnel.go; the response's
 // CORS fields and encoding: edge.go) → one Outcome (recorder.go). The
 // answers the gateway gives itself are answer.All.
@@ -113,7 +115,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, nil, nil, answer.InvalidPath)
 		return
 	}
-	rec.routed(rt.PathPrefix, rt.Host)
+	rec.routed(rt.Pattern(), rt.Host)
 	rec.edge = tbl.edgeOf(rt) // CORS, compression (edge.go)
 	up := rt.Target
 	if a := routeAdmits(tbl, rt, r); a.Status != 0 { // 403 ip_denied, 425 (clientaddr.go)
@@ -131,6 +133,10 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		rec.finish(w, up, nil, answer.GRPCTimeoutInvalid)
 		return
 	}
+	if rec.edge != nil && rec.edge.redirect != nil { // answered at the edge, without an upstream (edge_rules.go)
+		rec.answerRedirect(w, r, up, rec.edge.redirect, path)
+		return
+	}
 	if preflight { // answered at the edge, without authentication (edge.go)
 		if g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go): a preflight counts as any request
 			rec.answerPreflight(w, r, up, rec.edge.cors)
@@ -143,8 +149,11 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	if !g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go)
 		return
 	}
+	if rec.edge != nil && !rec.forwardRules(w, r, up, path) { // path rewrite, request_headers (edge_rules.go)
+		return
+	}
 	if tunneled {
-		g.serveTunnel(&rec, w, r, rt, tr, attemptsOf(tbl, up)) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(&rec, w, r, rt, tr, rec.attempts(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)
@@ -168,7 +177,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	if b == nil {
 		return
 	}
-	g.proxy(&rec, w, r, up, attemptsOf(tbl, up), held.upstream, b, tbl.config(up.Name())) // attempts.go: round trips, retry or hedge, copy back
+	g.proxy(&rec, w, r, up, rec.attempts(tbl, up), held.upstream, b, rec.upstreamConfig(tbl, up)) // attempts.go: round trips, retry or hedge, copy back
 }
 
 // errClosed is returned by Apply after Shutdown.

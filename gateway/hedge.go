@@ -32,6 +32,7 @@ type hedging struct {
 	g       *Gateway
 	r       *http.Request
 	up      *upstream.Upstream
+	rh      time.Duration // the response_header timeout (tryWait)
 	st      *retry.State
 	base    context.Context
 	results chan *hedgeTry
@@ -49,7 +50,7 @@ func (h *hedging) launch(rec *recorder, b *upstream.Backend, hedge bool, slot re
 	t.stop = stop
 	h.tried = append(h.tried, b)
 	h.running = append(h.running, t)
-	wait, own, cause := tryWait(h.up, h.st.Policy(), b)
+	wait, own, cause := tryWait(h.up, h.rh, h.st.Policy(), b)
 	t.trace = rec.out.Span.StartTry(h.r, b, len(h.tried), hedge)
 	r, results := h.r, h.results // not h: the request's recorder stays on its stack
 	go func() {
@@ -112,7 +113,7 @@ func (g *Gateway) hedged(rec *recorder, w http.ResponseWriter, r *http.Request, 
 	defer stopRequest()
 	st := ap.Start(load)
 	defer st.Close()
-	h := &hedging{g: g, r: r, up: up, st: &st, base: base,
+	h := &hedging{g: g, r: r, up: up, rh: uc.ResponseHeaderTimeout, st: &st, base: base,
 		results: make(chan *hedgeTry, retry.MaxAttempts+retry.MaxHedges)}
 	h.launch(rec, b, false, 0)
 	hedgeTimer := time.NewTimer(ap.Hedge().Delay)

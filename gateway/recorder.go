@@ -14,6 +14,7 @@ import (
 
 	"github.com/impulse-agent/impulse-agent/gateway/answer"
 	"github.com/impulse-agent/impulse-agent/gateway/clientaddr"
+	"github.com/impulse-agent/impulse-agent/gateway/headers"
 	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/gateway/observe"
 	"github.com/impulse-agent/impulse-agent/gateway/reqbody"
@@ -46,8 +47,10 @@ type recorder struct {
 	// tunnel is the open tunnel, whose bytes and lifetime the Outcome
 	// reports (nil: none).
 	tunnel *tunnel.Tunnel
-	// edge is the matched route's response stages (edge.go; nil: none).
-	edge *routeEdge
+	// edge is the matched route's edge stages (edge.go; nil: none);
+	// hvars the header rules' variables (edge_rules.go vars).
+	edge  *routeEdge
+	hvars headers.Vars
 	// set: the result is in out.
 	set bool
 	out observe.Outcome

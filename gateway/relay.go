@@ -76,7 +76,7 @@ func (g *Gateway) relay(rec *recorder, w http.ResponseWriter, r *http.Request, u
 	defer idle.release(resp)
 	rec.grpc.watch(resp)
 	rec.setRequestID(resp.Header) // the gateway's ID, not the backend's own
-	rec.corsFields(resp.Header)   // edge.go
+	rec.corsFields(resp.Header)   // edge.go: response_headers, CORS
 	var backendErr, clientErr error
 	if cw := rec.compressWriter(w, r, resp); cw != nil {
 		defer cw.Release()

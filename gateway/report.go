@@ -13,10 +13,14 @@ import (
 
 // RouteInfo is one route as reported by the control API, in match order.
 type RouteInfo struct {
-	Upstream   string   `json:"upstream"`
-	Host       string   `json:"host"`
-	PathPrefix string   `json:"path_prefix"`
-	Methods    []string `json:"methods"`
+	Upstream   string `json:"upstream"`
+	Host       string `json:"host"`
+	PathPrefix string `json:"path_prefix"`
+	// Path and PathRegex are an exact-path or path_regex route's matcher
+	// (PathPrefix is then ""); omitted otherwise.
+	Path      string   `json:"path,omitempty"`
+	PathRegex string   `json:"path_regex,omitempty"`
+	Methods   []string `json:"methods"`
 	// Upgrades are the protocols the route tunnels (RouteConfig.Upgrades).
 	Upgrades []string `json:"upgrades"`
 	// Auth names the route's authentication methods in the order they run
@@ -35,7 +39,7 @@ type RouteInfo struct {
 
 // routeInfo describes route rc of upstream.
 func routeInfo(upstream string, rc *RouteConfig) RouteInfo {
-	ri := RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Methods: nonNil(rc.Methods),
+	ri := RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Path: rc.Path, PathRegex: rc.PathRegex, Methods: nonNil(rc.Methods),
 		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty(), CORS: rc.CORS != nil}
 	if c := rc.Compress; c != nil {
 		ri.Compress = c.Algorithms
@@ -105,7 +109,7 @@ func (g *Gateway) Routes() []RouteInfo {
 	t := g.table.Load()
 	out := make([]RouteInfo, 0, len(t.routes.Routes()))
 	for _, r := range t.routes.Routes() {
-		info := RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Methods: nonNil(r.Methods), Upgrades: upgradesOf(r.Upgrades)}
+		info := RouteInfo{Upstream: r.Upstream, Host: r.Host, PathPrefix: r.PathPrefix, Path: r.Path, PathRegex: r.PathRegex, Methods: nonNil(r.Methods), Upgrades: upgradesOf(r.Upgrades)}
 		if c := t.configs[r.Upstream]; c != nil && r.Index < len(c.Routes) {
 			info = routeInfo(r.Upstream, &c.Routes[r.Index])
 		}

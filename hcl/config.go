@@ -370,10 +370,14 @@ type Upstream struct {
 	// (already copied into Routes; edge.go).
 	Compress *Compress
 	CORS     *CORS
+	// RequestHeaders and ResponseHeaders are the upstream's header rules
+	// (nil: absent), the default of its routes without their own (already
+	// copied into Routes; routing.go).
+	RequestHeaders, ResponseHeaders *HeaderRules
 	// Backends are the static backends (may be empty when Consul is set).
 	Backends []Backend
 	// Consul configures discovered backends; nil when absent. At least one of
-	// Backends and Consul is present.
+	// Backends and Consul is present, unless every route is a redirect.
 	Consul *UpstreamConsul
 	// HealthCheck configures active checks; nil when absent.
 	HealthCheck *HealthCheck
@@ -407,8 +411,14 @@ type Route struct {
 	// without brackets), or "*.suffix" matching exactly one or more labels
 	// before suffix. Never includes a port.
 	Host string
-	// PathPrefix starts with "/" (default "/").
+	// PathPrefix starts with "/" (default "/" when neither Path nor
+	// PathRegex is set; "" when one is).
 	PathPrefix string
+	// Path is an exact path (a valid path_prefix would be); PathRegex an
+	// RE2 expression matched against the whole normalised path
+	// (routing.go). At most one of PathPrefix, Path and PathRegex is
+	// written.
+	Path, PathRegex string
 	// Methods are HTTP method tokens; empty means any method.
 	Methods []string
 	// Upgrades are the protocols the route tunnels (HTTP/1.1 Upgrade
@@ -430,6 +440,24 @@ type Route struct {
 	// none).
 	Compress *Compress
 	CORS     *CORS
+	// StripPrefix removes PathPrefix from the path the backend gets;
+	// PrefixRewrite replaces it ("": none; a path in normal form). At most
+	// one is set (routing.go).
+	StripPrefix   bool
+	PrefixRewrite string
+	// RequestHeaders and ResponseHeaders are the route's header rules (its
+	// upstream's when it has none; nil: none). Redirect answers the route
+	// without an upstream (nil: none).
+	RequestHeaders, ResponseHeaders *HeaderRules
+	Redirect                        *Redirect
+	// Timeouts, Retry and RateLimit replace the upstream's for this route
+	// (route_policies.go; nil: the upstream's). Timeouts override one by
+	// one (0: the upstream's); a retry block replaces the upstream's whole
+	// (its unwritten arguments take retry's defaults); a rate_limit is the
+	// route's own, with its own buckets.
+	Timeouts  *RouteTimeouts
+	Retry     *Retry
+	RateLimit *RateLimit
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

@@ -552,7 +552,7 @@ func TestFullExample(t *testing.T) {
 	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) || cfg.Limits != (GlobalLimits{}) {
 		t.Errorf("limits = %+v, %+v, %+v; want the defaults", l.Limits, u.Limits, cfg.Limits)
 	}
-	if u.Range.Start.Line != 95 || u.Routes[0].Range.Start.Line != 100 || u.Backends[0].Range.Start.Line != 108 {
+	if u.Range.Start.Line != 95 || u.Routes[0].Range.Start.Line != 100 || u.Backends[0].Range.Start.Line != 127 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
 	}
 }

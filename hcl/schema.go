@@ -190,12 +190,14 @@ type rawUpstream struct {
 	OutlierDetections []*rawOutlierDetection `hcl:"outlier_detection,block"`
 	TLSs              []*rawTLS              `hcl:"tls,block"`
 	Timeoutss         []*rawTimeouts         `hcl:"timeouts,block"`
-	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`     // limits.go
-	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"` // ratelimit.go
-	Retrys            []*rawRetry            `hcl:"retry,block"`      // retry.go
-	Hedges            []*rawHedge            `hcl:"hedge,block"`      // retry.go
-	Compresses        []*rawCompress         `hcl:"compress,block"`   // edge.go
-	CORSs             []*rawCORS             `hcl:"cors,block"`       // edge.go
+	Limitss           []*rawUpstreamLimits   `hcl:"limits,block"`           // limits.go
+	RateLimits        []*rawRateLimit        `hcl:"rate_limit,block"`       // ratelimit.go
+	Retrys            []*rawRetry            `hcl:"retry,block"`            // retry.go
+	Hedges            []*rawHedge            `hcl:"hedge,block"`            // retry.go
+	Compresses        []*rawCompress         `hcl:"compress,block"`         // edge.go
+	CORSs             []*rawCORS             `hcl:"cors,block"`             // edge.go
+	RequestHeaders    []*rawHeaderRules      `hcl:"request_headers,block"`  // routing.go
+	ResponseHeaders   []*rawHeaderRules      `hcl:"response_headers,block"` // routing.go
 
 	// Set by collapse.
 	Consul           *rawUpstreamConsul
@@ -215,6 +217,8 @@ type rawRoute struct {
 
 	Host       *hcl2.Attribute `hcl:"host,optional"`
 	PathPrefix *hcl2.Attribute `hcl:"path_prefix,optional"`
+	Path       *hcl2.Attribute `hcl:"path,optional"`       // routing.go
+	PathRegex  *hcl2.Attribute `hcl:"path_regex,optional"` // routing.go
 	Methods    *hcl2.Attribute `hcl:"methods,optional"`
 	Upgrades   *hcl2.Attribute `hcl:"upgrades,optional"`
 
@@ -226,6 +230,15 @@ type rawRoute struct {
 	IPDeny       *hcl2.Attribute   `hcl:"ip_deny,optional"`
 	Compresses   []*rawCompress    `hcl:"compress,block"` // edge.go
 	CORSs        []*rawCORS        `hcl:"cors,block"`     // edge.go
+
+	StripPrefix     *hcl2.Attribute   `hcl:"strip_prefix,optional"`   // routing.go
+	PrefixRewrite   *hcl2.Attribute   `hcl:"prefix_rewrite,optional"` // routing.go
+	RequestHeaders  []*rawHeaderRules `hcl:"request_headers,block"`   // routing.go
+	ResponseHeaders []*rawHeaderRules `hcl:"response_headers,block"`  // routing.go
+	Redirects       []*rawRedirect    `hcl:"redirect,block"`          // routing.go
+	Timeoutss       []*rawTimeouts    `hcl:"timeouts,block"`          // route_policies.go
+	Retrys          []*rawRetry       `hcl:"retry,block"`             // route_policies.go
+	RateLimits      []*rawRateLimit   `hcl:"rate_limit,block"`        // route_policies.go
 }
 
 // rawBackend is upstream.backend "NAME".

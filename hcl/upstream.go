@@ -51,11 +51,18 @@ func checkDuplicateRoutes(top blk, ups []Upstream) {
 			}
 			slices.Sort(methods)
 			methods = slices.Compact(methods)
-			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + rt.PathPrefix + "|" + strings.Join(methods, ",")
+			match, matchName := rt.PathPrefix, "path_prefix"
+			switch {
+			case rt.Path != "":
+				match, matchName = rt.Path, "path"
+			case rt.PathRegex != "":
+				match, matchName = rt.PathRegex, "path_regex"
+			}
+			key := strings.TrimSuffix(strings.ToLower(rt.Host), ".") + "|" + matchName + "=" + match + "|" + strings.Join(methods, ",")
 			if prev, dup := seen[key]; dup {
-				what := fmt.Sprintf("host %q and path_prefix %q", rt.Host, rt.PathPrefix)
+				what := fmt.Sprintf("host %q and %s %q", rt.Host, matchName, match)
 				if len(methods) > 0 {
-					what = fmt.Sprintf("host %q, path_prefix %q and methods %s", rt.Host, rt.PathPrefix, strings.Join(methods, ", "))
+					what = fmt.Sprintf("host %q, %s %q and methods %s", rt.Host, matchName, match, strings.Join(methods, ", "))
 				}
 				b := top.child(fmt.Sprintf("upstream %q route", u.Name), rt.Range)
 				b.blockErrorf("Duplicate route", "%s are already routed to upstream %q at %s; a request could not tell the two apart.",
@@ -91,17 +98,23 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	if len(r.Routes) == 0 {
 		b.blockErrorf("Missing route", "an upstream needs at least one route block.")
 	}
+	var routeRH []ladderRung // the routes' response_header, at most the upstream's
 	for _, rr := range r.Routes {
 		// A route with an invalid value is reported once and dropped: kept
 		// with its defaults it would collide with other routes and add a
 		// false "Duplicate route" error.
 		before := b.errCount()
-		rt := buildRoute(b.child("route", rr.DefRange), rr)
+		rb := b.child("route", rr.DefRange)
+		rt := buildRoute(rb, rr)
+		if rh := buildRoutePolicies(rb, rr, &rt); rh != nil { // route_policies.go
+			routeRH = append(routeRH, *rh)
+		}
 		if b.errCount() == before {
 			u.Routes = append(u.Routes, rt)
 		}
 	}
-	buildUpstreamEdge(b, r, &u) // edge.go: the routes' default compress and cors
+	buildUpstreamEdge(b, r, &u)    // edge.go: the routes' default compress and cors
+	buildUpstreamHeaders(b, r, &u) // routing.go: the routes' default header rules
 
 	names := map[string]hcl2.Range{}
 	for _, rb := range r.Backends {
@@ -118,8 +131,8 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 	if r.Consul != nil {
 		u.Consul = buildUpstreamConsul(b.child("consul", r.Consul.DefRange), r.Consul)
 	}
-	if len(r.Backends) == 0 && r.Consul == nil {
-		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both.")
+	if len(r.Backends) == 0 && r.Consul == nil && !onlyRedirects(r) {
+		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both (unless every route is a redirect).")
 	}
 
 	if r.HealthCheck != nil {
@@ -143,13 +156,15 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		rungs = append(rungs, ladderRung{b.child("retry", r.Retry.DefRange), r.Retry.PerTryTimeout, u.Retry.PerTryTimeout})
 	}
 	checkLadder(u.Timeouts.Request, rungs)
+	checkRouteResponseHeader(u.Timeouts.ResponseHeader, routeRH) // route_policies.go
 	return u
 }
 
 func buildRoute(b blk, r *rawRoute) Route {
 	rt := Route{Range: r.DefRange}
-	buildRouteAuth(b, r, &rt) // auth.go
-	buildRouteEdge(b, r, &rt) // edge.go
+	buildRouteAuth(b, r, &rt)  // auth.go
+	buildRouteEdge(b, r, &rt)  // edge.go
+	buildRouteRules(b, r, &rt) // routing.go
 	if host, ok := b.strOK(r.Host, ""); ok {
 		norm, why := normalizeRouteHost(host)
 		if why != "" {
@@ -158,7 +173,8 @@ func buildRoute(b blk, r *rawRoute) Route {
 		rt.Host = norm
 	}
 	rt.PathPrefix = DefaultPathPrefix
-	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok {
+	pathOrRegex := buildPathMatch(b, r, &rt) // routing.go: path or path_regex instead of path_prefix
+	if p, ok := b.strOK(r.PathPrefix, DefaultPathPrefix); ok && !pathOrRegex {
 		if why := checkPathPrefix(p); why != "" {
 			b.errorf(r.PathPrefix, "", "Invalid path_prefix", "%s.", why)
 		} else {

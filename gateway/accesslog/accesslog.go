@@ -60,6 +60,9 @@ type Entry struct {
 	// Method, Host and Path are the request's, Path as the client sent it;
 	// Query is the part after "?" (logged only with Config.IncludeQuery).
 	Method, Host, Path, Query string
+	// UpstreamPath is the path forwarded when a route rewrote it
+	// (strip_prefix, prefix_rewrite); "" when it was not rewritten.
+	UpstreamPath string
 	// Status is the status the client got (499: it went away first);
 	// Reason the gateway's x-impulse-error reason ("" when none).
 	Status int

@@ -7,7 +7,8 @@ import (
 )
 
 // appendJSON appends e as one JSON object and a newline. Keys are always
-// present except query (only with includeQuery), client_cert_subject
+// present except query (only with includeQuery), upstream_path (only
+// when a route rewrote the path), client_cert_subject
 // (only for a verified certificate), grpc_status (only for gRPC), auth
 // and auth_subject (only on a route with authentication; auth_subject only
 // for a request it let in as a named user or key).
@@ -28,6 +29,9 @@ func appendJSON(b []byte, e *Entry, includeQuery bool) []byte {
 	b = appendField(b, "method", e.Method)
 	b = appendField(b, "host", e.Host)
 	b = appendField(b, "path", e.Path)
+	if e.UpstreamPath != "" {
+		b = appendField(b, "upstream_path", e.UpstreamPath)
+	}
 	if includeQuery {
 		b = appendField(b, "query", e.Query)
 	}

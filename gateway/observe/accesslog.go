@@ -171,7 +171,7 @@ func (a *AccessLog) record(o *Outcome) {
 	}
 	e := accesslog.Entry{Start: o.Start, Duration: o.Duration, RequestID: o.RequestID, TraceID: o.TraceID,
 		Listener: o.Listener, Protocol: o.Protocol, Proto: o.Proto, ClientAddress: o.ClientAddress, SNI: o.SNI,
-		ClientCert: o.ClientCert, Method: o.Method, Host: o.Host, Path: o.Path, Query: o.Query,
+		ClientCert: o.ClientCert, Method: o.Method, Host: o.Host, Path: o.Path, UpstreamPath: o.UpstreamPath, Query: o.Query,
 		Status: o.Status, Reason: o.Reason, BytesIn: o.BytesIn, BytesOut: o.BytesOut,
 		Upstream: o.UpstreamName(), Backend: o.BackendID(), Attempts: o.nAttempts,
 		UserAgent: o.UserAgent, Referer: o.Referer, GRPCStatus: o.GRPCStatus, Auth: o.Auth, AuthSubject: o.AuthSubject,

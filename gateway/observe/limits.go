@@ -30,7 +30,7 @@ var (
 
 var (
 	limitCounters = []prometheus.CounterDefinition{
-		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener or upstream: whose rate_limit refused)."},
+		{Name: metricRateLimited, Help: "Requests refused with 429 by a rate limit, by listener, upstream (the routed one) and scope (listener, upstream or route: whose rate_limit refused)."},
 		{Name: metricLimitOverloaded, Help: "Requests answered 503 overloaded, by the scope of the concurrency limit they met (global, upstream, backend) and the upstream they were routed to."},
 	}
 	limitGauges = []prometheus.GaugeDefinition{

@@ -19,16 +19,20 @@ import (
 // when it closes.
 type Outcome struct {
 	// The request as it arrived.
-	Start     time.Time
-	Listener  string // "" for a request served through Gateway.Handler
-	Protocol  string // h1, h2 or h3
-	Proto     string // as in the request line: "HTTP/2.0"
-	Method    string
-	Host      string
-	Path      string // as the client sent it
-	Query     string // after "?", as sent
-	RequestID string // x-request-id
-	TraceID   string // W3C trace ID; "" when tracing is off
+	Start    time.Time
+	Listener string // "" for a request served through Gateway.Handler
+	Protocol string // h1, h2 or h3
+	Proto    string // as in the request line: "HTTP/2.0"
+	Method   string
+	Host     string
+	Path     string // as the client sent it
+	// UpstreamPath is the path the backend got when a route rule
+	// rewrote it (strip_prefix, prefix_rewrite: escaped, normal form);
+	// "" when none did.
+	UpstreamPath string
+	Query        string // after "?", as sent
+	RequestID    string // x-request-id
+	TraceID      string // W3C trace ID; "" when tracing is off
 	// ClientAddress is the client's ip:port; SNI the TLS server name it
 	// asked for; ClientCert the certificate the handshake verified (nil:
 	// none). UserAgent and Referer are the request's fields.

@@ -3,15 +3,18 @@ package route
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/impulse-agent/impulse-agent/internal/edgerules"
 	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // FuzzMatch builds a table from fuzzed definitions (one per line:
-// host TAB path_prefix TAB comma-separated methods) and matches a fuzzed
+// host TAB path TAB comma-separated methods, the path a path_prefix, or
+// "=" and an exact path, or "~" and a path_regex) and matches a fuzzed
 // request against it, checking Build and Match against refMatch, a
 // brute-force matcher written from the documentation alone: the candidates
 // are every definition whose host, prefix and methods accept the request;
@@ -25,6 +28,8 @@ func FuzzMatch(f *testing.F) {
 	f.Add("\t/%7Eu\t\n\t/~u/\t", "h", "/~u/x", "DELETE")
 	f.Add("[::1]\t/\t\n*.\t/\t\n.\t/\t", "[::1]:8443", "/", "GET")
 	f.Add("\t/a/../b\t\n\t/a%2Fb\t\n\t/a\\\\b\t", "h", "/a%2Fb", "GET")
+	f.Add("\t/api/\t\n\t=/api/health\t\n\t~/api/[a-z]+\tGET\n\t~/api/.*\t\nh\t/\t", "h", "/api/health", "GET")
+	f.Add("\t=/a\t\n\t=/a\tPUT\n\t~(\t\n", "x", "/a", "PUT")
 	f.Fuzz(func(t *testing.T, spec, host, path, method string) {
 		var defs []Definition
 		targets := map[string]int{}
@@ -35,6 +40,11 @@ func FuzzMatch(f *testing.F) {
 			h, rest, _ := strings.Cut(line, "\t")
 			prefix, methods, _ := strings.Cut(rest, "\t")
 			d := Definition{Upstream: fmt.Sprintf("u%d", i%3), Host: h, PathPrefix: prefix, Index: i}
+			if p, ok := strings.CutPrefix(prefix, "="); ok {
+				d.PathPrefix, d.Path = "", p
+			} else if p, ok := strings.CutPrefix(prefix, "~"); ok && p != "" {
+				d.PathPrefix, d.PathRegex = "", p
+			}
 			if methods != "" {
 				d.Methods = strings.Split(methods, ",")
 			}
@@ -96,11 +106,14 @@ func withPathIndexMin[R any](n int, build func() R) R {
 // refRoute is a definition as the reference understands it.
 type refRoute struct {
 	Definition
-	host    string // lower-case, no trailing dot; "*.x" kept as is
-	kind    int    // 0 exact, 1 wildcard, 2 any
-	suffix  string // wildcard: ".x"
-	prefix  string // normal form
-	methods []string
+	host     string // lower-case, no trailing dot; "*.x" kept as is
+	kind     int    // 0 exact, 1 wildcard, 2 any
+	suffix   string // wildcard: ".x"
+	prefix   string // normal form
+	methods  []string
+	pathKind int            // 0 exact, 1 regex, 2 prefix
+	exact    string         // normal form
+	re       *regexp.Regexp // anchored
 }
 
 // refCompile checks and prepares defs; why is non-empty when Build must
@@ -108,14 +121,32 @@ type refRoute struct {
 func refCompile(defs []Definition) (refs []refRoute, why string) {
 	keys := map[string]bool{}
 	for _, d := range defs {
-		if !strings.HasPrefix(d.PathPrefix, "/") {
-			return nil, "prefix without /"
+		r := refRoute{Definition: d, pathKind: 2, host: strings.TrimSuffix(refLower(d.Host), ".")}
+		switch {
+		case d.PathRegex != "":
+			// The bounds are edgerules' to define: its verdict is the spec.
+			if _, err := edgerules.CompilePathRegex(d.PathRegex); err != nil {
+				return nil, "regex"
+			}
+			r.pathKind, r.re = 1, regexp.MustCompile("^(?:"+d.PathRegex+")$")
+		default:
+			p := d.PathPrefix
+			if d.Path != "" {
+				p = d.Path
+			}
+			if !strings.HasPrefix(p, "/") {
+				return nil, "path without /"
+			}
+			norm, err := pathnorm.NormalizePath(p, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
+			if err != nil || strings.Count(norm, "/") != strings.Count(p, "/") {
+				return nil, "path does not normalise segment for segment"
+			}
+			if d.Path != "" {
+				r.pathKind, r.exact = 0, norm
+			} else {
+				r.prefix = norm
+			}
 		}
-		prefix, err := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
-		if err != nil || strings.Count(prefix, "/") != strings.Count(d.PathPrefix, "/") {
-			return nil, "prefix does not normalise segment for segment"
-		}
-		r := refRoute{Definition: d, prefix: prefix, host: strings.TrimSuffix(refLower(d.Host), ".")}
 		switch {
 		case r.host == "":
 			r.kind = 2
@@ -130,7 +161,7 @@ func refCompile(defs []Definition) (refs []refRoute, why string) {
 			}
 		}
 		slices.Sort(r.methods)
-		key := fmt.Sprint(r.kind, r.host, "|", r.prefix, "|", r.methods)
+		key := fmt.Sprint(r.kind, r.host, "|", r.pathKind, r.prefix, r.exact, d.PathRegex, "|", r.methods)
 		if keys[key] {
 			return nil, "duplicate"
 		}
@@ -151,7 +182,8 @@ func refOf(refs []refRoute, r *Route[int]) refRoute {
 }
 
 // refOrder is the documented order: exact hosts, then wildcards by
-// longer suffix, then any host; then longer path prefix; then routes with
+// longer suffix, then any host; then exact paths, regular expressions
+// (longer first) and path prefixes (longer first); then routes with
 // methods; then upstream name and index.
 func refOrder(a, b refRoute) int {
 	if c := cmp.Compare(a.kind, b.kind); c != 0 {
@@ -161,6 +193,19 @@ func refOrder(a, b refRoute) int {
 		return c
 	}
 	if c := cmp.Compare(a.host, b.host); c != 0 {
+		return c
+	}
+	// exact paths, then regular expressions (longer first), then prefixes
+	if c := cmp.Compare(a.pathKind, b.pathKind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.exact, b.exact); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.PathRegex), len(a.PathRegex)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.PathRegex, b.PathRegex); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(len(b.prefix), len(a.prefix)); c != 0 {
@@ -197,7 +242,15 @@ func refMatch(refs []refRoute, host, path, method string) *refRoute {
 				continue
 			}
 		}
-		under := path == r.prefix || strings.HasPrefix(path, r.prefix) && (strings.HasSuffix(r.prefix, "/") || path[len(r.prefix)] == '/')
+		var under bool
+		switch r.pathKind {
+		case 0:
+			under = path == r.exact
+		case 1:
+			under = len(path) <= 1024 && r.re.MatchString(path)
+		default:
+			under = path == r.prefix || strings.HasPrefix(path, r.prefix) && (strings.HasSuffix(r.prefix, "/") || path[len(r.prefix)] == '/')
+		}
 		if !under || len(r.methods) > 0 && !slices.Contains(r.methods, method) {
 			continue
 		}

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/impulse-agent/impulse-agent/internal/pathnorm"
 )
 
 // Definition is one route as configured: which requests it matches and the
@@ -29,6 +27,14 @@ type Definition struct {
 	// (pathnorm.NormalizePath, escaped slashes kept) with the request's normalised
 	// path: "/%7Eu" and "/~u" are the same prefix.
 	PathPrefix string
+	// Path matches exactly one path, compared in its normal form as
+	// PathPrefix is; PathRegex matches the paths an RE2 regular expression
+	// matches whole (anchored at both ends), against the normalised path
+	// in its escaped form, paths longer than MaxRegexPathBytes never (paths.go).
+	// A definition sets one of PathPrefix, Path and PathRegex. Within one
+	// host (or suffix, or any host), an exact path is tried first, then the
+	// regular expressions (longer first), then the prefixes (longer first).
+	Path, PathRegex string
 	// Methods restricts the route to these methods; empty means any.
 	Methods []string
 	// Upgrades lists the protocols (HTTP/1.1 Upgrade tokens, extended
@@ -53,6 +59,7 @@ type Route[T any] struct {
 	host   string // lower-cased; for wildcards the suffix including the dot
 	kind   hostKind
 	prefix string
+	path   pathMatcher // paths.go
 }
 
 type hostKind uint8
@@ -96,11 +103,26 @@ type pathIndex[T any] struct {
 	// lengths[n] reports whether a prefix has n bytes: most of the path's
 	// prefixes are never looked up.
 	lengths []bool
+	// exact holds the exact-path routes by path, regex the path_regex
+	// routes, each in the list's order (tried before the prefixes).
+	exact map[string][]*Route[T]
+	regex []*Route[T]
 }
 
 func newPathIndex[T any](l []*Route[T]) *pathIndex[T] {
 	x := &pathIndex[T]{byPrefix: map[string][]*Route[T]{}}
 	for _, r := range l {
+		switch r.path.kind {
+		case pathExact:
+			if x.exact == nil {
+				x.exact = map[string][]*Route[T]{}
+			}
+			x.exact[r.path.exact] = append(x.exact[r.path.exact], r)
+			continue
+		case pathRegex:
+			x.regex = append(x.regex, r)
+			continue
+		}
 		x.byPrefix[r.prefix] = append(x.byPrefix[r.prefix], r)
 		if n := len(r.prefix); n >= len(x.lengths) {
 			x.lengths = append(x.lengths, make([]bool, n+1-len(x.lengths))...)
@@ -114,6 +136,21 @@ func newPathIndex[T any](l []*Route[T]) *pathIndex[T] {
 // under which path lies (k = len(path), or a "/" ends path[:k] or follows
 // it), longest first, the first of its routes that accepts method.
 func (x *pathIndex[T]) match(path, method string) *Route[T] {
+	if len(x.exact) > 0 {
+		if l, ok := x.exact[path]; ok {
+			if r := scanList(l, path, method); r != nil {
+				return r
+			}
+		}
+	}
+	if len(x.regex) > 0 {
+		if r := scanList(x.regex, path, method); r != nil {
+			return r
+		}
+	}
+	if len(x.lengths) == 0 {
+		return nil
+	}
 	for k := min(len(path), len(x.lengths)-1); k > 0; k-- {
 		if !x.lengths[k] || (k < len(path) && path[k-1] != '/' && path[k] != '/') {
 			continue
@@ -130,7 +167,8 @@ func (x *pathIndex[T]) match(path, method string) *Route[T] {
 // Build compiles definitions into a Table. targets maps an upstream name to
 // its runtime value; a definition naming an unknown upstream is an error.
 // Routes are ordered by host specificity (exact, then longer wildcard suffix,
-// then any host), then by longer path prefix, then routes with methods before
+// then any host), then by path kind (exact path, then path_regex, longer
+// pattern first, then path_prefix), then by longer path prefix, then routes with methods before
 // routes without, then upstream name and index: the first match in that order
 // wins (the tie-break is deterministic).
 func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
@@ -142,12 +180,12 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 		if !ok {
 			return nil, fmt.Errorf("route: upstream %q is not defined", d.Upstream)
 		}
-		if err := pathnorm.CheckPrefix(d.PathPrefix); err != nil {
-			return nil, fmt.Errorf("route: upstream %q: path_prefix %q: %w", d.Upstream, d.PathPrefix, err)
+		pm, err := compilePath(d)
+		if err != nil {
+			return nil, err
 		}
-		prefix, _ := pathnorm.NormalizePath(d.PathPrefix, pathnorm.PathOptions{EscapedSlashes: pathnorm.EscapedSlashesKeep})
 		r := &routes[i]
-		*r = Route[T]{Definition: d, Target: target, prefix: prefix}
+		*r = Route[T]{Definition: d, Target: target, prefix: pm.prefix, path: pm}
 		// ASCII case only, as Match folds it: strings.ToLower would turn
 		// "\xb0" into U+FFFD and the Kelvin sign into "k" (FuzzMatch).
 		h := strings.TrimSuffix(lowerASCII(d.Host), ".")
@@ -171,9 +209,9 @@ func Build[T any](defs []Definition, targets map[string]T) (*Table[T], error) {
 			methods = slices.Compact(methods)
 		}
 		r.Methods = methods
-		key := strconv.Itoa(int(r.kind)) + "|" + r.host + "|" + r.prefix + "|" + strings.Join(methods, ",")
+		key := strconv.Itoa(int(r.kind)) + "|" + r.host + "|" + pm.key() + "|" + strings.Join(methods, ",")
 		if other, dup := seen[key]; dup {
-			return nil, fmt.Errorf("route: upstreams %q and %q declare the same route (host %q, path_prefix %q)", other, d.Upstream, d.Host, d.PathPrefix)
+			return nil, fmt.Errorf("route: upstreams %q and %q declare the same route (host %q, %s)", other, d.Upstream, d.Host, pm.describe())
 		}
 		seen[key] = d.Upstream
 		r.ID = key
@@ -219,6 +257,9 @@ func sortRoutes[T any](l []*Route[T]) {
 		}
 		if a.host != b.host {
 			return strings.Compare(a.host, b.host)
+		}
+		if c := comparePaths(&a.path, &b.path); c != 0 {
+			return c
 		}
 		if len(a.prefix) != len(b.prefix) {
 			return cmp.Compare(len(b.prefix), len(a.prefix))
@@ -276,7 +317,7 @@ func matchList[T any](l routeList[T], path, method string) *Route[T] {
 // scanList returns the first route of l that accepts path and method.
 func scanList[T any](l []*Route[T], path, method string) *Route[T] {
 	for _, r := range l {
-		if !prefixMatch(r.prefix, path) {
+		if !r.path.match(path) {
 			continue
 		}
 		if len(r.Methods) > 0 && !containsMethod(r.Methods, method) {

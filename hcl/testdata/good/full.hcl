@@ -103,6 +103,25 @@ upstream "web" {
     methods     = []                # empty = any
     ip_allow    = []                # CIDR prefixes of the client address, after routing; empty = all
     ip_deny     = []                # deny wins (403 ip_denied)
+    path           = ""             # an exact path instead of path_prefix (README "Path matching"); "" = none
+    path_regex     = ""             # RE2 matched against the whole normalised path, instead of path_prefix; "" = none
+    strip_prefix   = false          # forward the path without path_prefix (README "Path rewrites")
+    prefix_rewrite = ""             # replace path_prefix with this path; "" = none; exclusive with strip_prefix
+    request_headers {               # fields the backend gets (README "Header rules"); also in the upstream block
+      set    = {}                   # { "X-Env" = "prod", "X-Client" = "{client_ip}" }: replace
+      add    = {}                   # append a value
+      remove = []                   # delete; runs first
+    }
+    response_headers {              # fields the client gets
+      set    = {}
+      add    = {}
+      remove = []
+    }
+    timeouts {}                     # request, body_idle, response_header: this route's, in place of the upstream's
+    # retry { attempts = 3 }        # replaces the upstream's retry block for this route (README "Per-route policies")
+    # rate_limit {                  # this route's own rate limit, in place of the upstream's
+    #   requests_per_second = 10
+    # }
   }
 
   backend "web-1" {               # static backends
@@ -248,5 +267,16 @@ upstream "admin" {               # edge authentication on routes (README "Edge a
   }
   backend "admin-1" {
     address = "http://127.0.0.1:8081"
+  }
+}
+
+upstream "moved" {               # a route that only redirects needs no backend (README "Redirects")
+  route {
+    path_prefix = "/old/"
+    redirect {
+      to          = "https://new.example.com/new/"  # required: an http or https URL; its path replaces path_prefix
+      code        = 308                              # 301 | 302 | 307 | 308
+      strip_query = false
+    }
   }
 }
