@@ -84,14 +84,7 @@ limits { max_requests = 5000 }
 // pipeline; without a block, the defaults (body_idle 60s, no request
 // timeout).
 func TestTimeoutsConverted(t *testing.T) {
-	gc := convertedConfig(t, `
-listener "public" {
-  address = "127.0.0.1:0"
-  tls {
-    cert_file = "%[1]s"
-    key_file  = "%[2]s"
-  }
-}
+	gc := convertedConfig(t, tlsListener+`
 upstream "api" {
   route { path_prefix = "/api/" }
   backend "a" { address = "http://127.0.0.1:9000" }
@@ -129,14 +122,7 @@ func TestRetryConverted(t *testing.T) {
 	if err != nil || def != retry.Default() {
 		t.Fatalf("defaults: %+v, %v; want %+v", def, err, retry.Default())
 	}
-	gc := convertedConfig(t, `
-listener "public" {
-  address = "127.0.0.1:0"
-  tls {
-    cert_file = "%[1]s"
-    key_file  = "%[2]s"
-  }
-}
+	gc := convertedConfig(t, tlsListener+`
 upstream "api" {
   route {}
   backend "a" { address = "http://127.0.0.1:9000" }

@@ -13,14 +13,7 @@ import (
 // gateway's RouteConfig with hcl's defaults, and the gateway takes them;
 // a route without them has neither (the stages cost nothing there).
 func TestEdgeConverted(t *testing.T) {
-	gc := convertedConfig(t, `
-listener "public" {
-  address = "127.0.0.1:0"
-  tls {
-    cert_file = "%[1]s"
-    key_file  = "%[2]s"
-  }
-}
+	gc := convertedConfig(t, tlsListener+`
 upstream "api" {
   route {
     path_prefix = "/api/"
@@ -59,14 +52,7 @@ upstream "api" {
 // route's timeouts, retry and rate_limit reach the gateway's RouteConfig,
 // and the gateway takes them.
 func TestRoutingRulesConverted(t *testing.T) {
-	gc := convertedConfig(t, `
-listener "public" {
-  address = "127.0.0.1:0"
-  tls {
-    cert_file = "%[1]s"
-    key_file  = "%[2]s"
-  }
-}
+	gc := convertedConfig(t, tlsListener+`
 upstream "api" {
   response_headers { remove = ["Server"] }
   route {
@@ -115,14 +101,7 @@ upstream "moved" {
 // which takes them beside a path_prefix route of the same text, and a
 // catalog-style key never confuses them.
 func TestPathMatchConverted(t *testing.T) {
-	gc := convertedConfig(t, `
-listener "public" {
-  address = "127.0.0.1:0"
-  tls {
-    cert_file = "%[1]s"
-    key_file  = "%[2]s"
-  }
-}
+	gc := convertedConfig(t, tlsListener+`
 upstream "api" {
   route { path = "/api/health" }
   route { path_regex = "/api/users/[0-9]+" }

@@ -276,6 +276,18 @@ func TestUnauthenticatedControlRefused(t *testing.T) {
 	}
 }
 
+// tlsListener is a listener block on a free loopback port with
+// writeConfig's certificate, for configurations that need one of any kind.
+const tlsListener = `
+listener "public" {
+  address = "127.0.0.1:0"
+  tls {
+    cert_file = "%[1]s"
+    key_file  = "%[2]s"
+  }
+}
+`
+
 // convertedConfig writes config as writeConfig does, loads it and returns
 // the gateway configuration the agent makes of it.
 func convertedConfig(t *testing.T, config string) gateway.Config {
