@@ -79,11 +79,6 @@ const (
 	// milliseconds of each other; a checks answer later than this costs a
 	// sweep, and still moves its services when it comes.
 	attributeWait = 100 * time.Millisecond
-	// admitGrace is how long a patch that may admit an instance (a check
-	// that left critical) waits for a move that asks for a read: the
-	// catalog answer of a commit that deregistered the instance with its
-	// check, which comes within milliseconds of the checks answers.
-	admitGrace = 20 * time.Millisecond
 	// touchedKeep bounds the raft indexes remembered for attribution.
 	touchedKeep = 256
 	// feedRate is the rate (per second, and burst) of each feed query: it
@@ -144,9 +139,6 @@ type feed struct {
 	advanced  chan struct{}       // closed and replaced on every checks answer
 	touched   map[uint64][]string // raft index → services whose checks were written at it
 	services  map[string][]string // the last catalog answer; nil before the first
-	leaves    []leave             // checks that left a status, waiting for the other's answer
-	leaveT    *time.Timer         // runs expireLeaves while leaves waits; nil when idle
-	stopped   bool                // the feed's loops ended: no timer is armed again
 	// failing: the queries whose last try failed. While any does, broke is
 	// closed (healed open); once none does, healed is closed.
 	failing       map[string]*queryError
@@ -289,6 +281,11 @@ func (f *feed) overlay(st *WatchStatus) {
 		st.LastError, st.LastErrorReason = err, reason
 	}
 	st.FeedError = strings.HasPrefix(st.LastError, feedErrPrefix)
+	if err != "" && st.LastSuccess.After(since) {
+		// While the feed fails nothing it covers is confirmed: a watch whose
+		// wait expired since (answered without asking Consul) is no fresher.
+		st.LastSuccess = since
+	}
 	if st.Synced && (st.LastError == "" || st.FeedError) && since.After(st.LastSuccess) {
 		st.LastSuccess = since
 	}
@@ -297,7 +294,6 @@ func (f *feed) overlay(st *WatchStatus) {
 // run drives the feed queries until ctx is done.
 func (f *feed) run(ctx context.Context) {
 	defer close(f.done)
-	defer f.stopLeaves()
 	var wg sync.WaitGroup
 	for i, state := range feedStates {
 		wg.Add(1)

@@ -323,10 +323,11 @@ func TestFeedNoIdleRereadsAfterABurst(t *testing.T) {
 	}
 }
 
-// TestFeedPatchesCheckStatuses: a check that only changes status is applied
-// from the status answers without re-reading the service, both ways, and an
-// instance deregistered while critical (its check leaves the critical
-// answer, as if passing) is re-read, never admitted.
+// TestFeedPatchesCheckStatuses: a check entering a worse status is applied
+// from the status answers without re-reading the service; one that may put
+// an instance back is re-read, so an instance deregistered while critical
+// or warning (its check leaves the status answer, as if passing) is never
+// admitted again.
 func TestFeedPatchesCheckStatuses(t *testing.T) {
 	t.Parallel()
 	a := consultest.Start(t)
@@ -346,22 +347,27 @@ func TestFeedPatchesCheckStatuses(t *testing.T) {
 	})
 	a.SetCheck(t, checkB, api.HealthPassing)
 	w.rec.waitIDs(t, "web-a", "web-b")
-	if got := c.patches.Load() - patches; got < 3 {
-		t.Errorf("%d of 3 status changes were patched in; the rest re-read", got)
+	if got := c.patches.Load() - patches; got < 1 {
+		t.Errorf("passing → critical was not patched in")
 	}
 
-	a.SetCheck(t, checkB, api.HealthCritical)
-	w.rec.waitIDs(t, "web-a")
-	from := w.rec.count()
-	a.Deregister(t, "web-b")
-	waitFor(t, "web-b gone", func() bool {
-		s, _ := w.rec.last()
-		return len(s.Instances) == 1 && len(s.Excluded) == 0
-	})
-	for _, s := range w.rec.all()[from:] {
-		for _, in := range s.Instances {
-			if in.ServiceID == "web-b" {
-				t.Fatalf("web-b, deregistered while critical, was admitted at index %d", s.Index)
+	for i, status := range []string{api.HealthCritical, api.HealthWarning} {
+		id := fmt.Sprintf("web-c%d", i)
+		check := a.RegisterTTL(t, id, "web", "10.0.0.3", 80, nil, nil)
+		w.rec.waitIDs(t, "web-a", "web-b", id)
+		a.SetCheck(t, check, status)
+		w.rec.waitIDs(t, "web-a", "web-b")
+		from := w.rec.count()
+		a.Deregister(t, id)
+		waitFor(t, id+" gone", func() bool {
+			s, _ := w.rec.last()
+			return len(s.Instances) == 2 && len(s.Excluded) == 0
+		})
+		for _, s := range w.rec.all()[from:] {
+			for _, in := range s.Instances {
+				if in.ServiceID == id {
+					t.Fatalf("%s, deregistered while %s, was admitted at index %d", id, status, s.Index)
+				}
 			}
 		}
 	}

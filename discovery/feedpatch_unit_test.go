@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // kept builds a kept entry of node and service ID; checks are "id=status"
@@ -57,29 +56,29 @@ func checkAnswer(kv ...any) map[checkKey]checkInfo {
 }
 
 // TestFeedChecksDiff: what each kind of checks answer does to the watches:
-// a status change of a check a watch read is patched in, anything else is
-// a re-read.
+// a check a watch read entering a worse status is patched in; anything that
+// may put an instance back, and anything else, is a re-read.
 func TestFeedChecksDiff(t *testing.T) {
 	f := newUnitFeed()
-	defer f.stopLeaves()
 	web, api, db := f.subscribe("web", nil), f.subscribe("api", nil), f.subscribe("db", nil)
 	readSub(web, 5, kept("n1", "web-1", "serfHealth=passing", "web:ttl=critical"))
 	readSub(db, 5, kept("n2", "db-1", "serfHealth=passing", "db:ttl=passing"))
 	webTTL := checkInfo{service: "web", serviceID: "web-1", status: "critical", name: "web:ttl", modify: 4}
 	f.onChecks(0, checkAnswer(checkKey{"n1", "web:ttl"}, webTTL), 5)
+	f.onChecks(1, checkAnswer(), 5) // the warning query's baseline: empty
 	for _, s := range []*feedSub{web, api, db} {
 		if woke, _, _, _ := look(t, s); woke {
 			t.Fatalf("the baseline moved %s", s.service)
 		}
 	}
-	// At 10 (before the warning query's baseline): web's check leaves the
-	// critical answer, api gets a check it never read, n2's node check
-	// fails.
+	// At 10: web's check leaves the critical answer (passing again, or
+	// deregistered: a re-read), api gets a check it never read (a re-read at
+	// 10), n2's node check fails (patched into db: excluded, no read).
 	serf2 := checkInfo{status: "critical", name: "serfHealth", modify: 10}
 	apiTTL := checkInfo{service: "api", serviceID: "api-1", status: "critical", name: "api:ttl", modify: 10, create: 10}
 	f.onChecks(0, checkAnswer(checkKey{"n1", "api:ttl"}, apiTTL, checkKey{"n2", "serfHealth"}, serf2), 10)
 	if woke, reread, want, _ := look(t, web); !woke || !reread || want != 0 {
-		t.Errorf("web: woke %v reread %v want %d; a check leaving with no warning answer yet is a re-read promising nothing", woke, reread, want)
+		t.Errorf("web: woke %v reread %v want %d; a check leaving a status is a re-read promising nothing", woke, reread, want)
 	}
 	if woke, reread, want, _ := look(t, api); !woke || !reread || want != 10 {
 		t.Errorf("api: woke %v reread %v want %d, want a re-read at 10 (a check it never read)", woke, reread, want)
@@ -92,80 +91,39 @@ func TestFeedChecksDiff(t *testing.T) {
 	}
 	// The same answer again: nothing moves.
 	f.onChecks(0, checkAnswer(checkKey{"n1", "api:ttl"}, apiTTL, checkKey{"n2", "serfHealth"}, serf2), 11)
-	f.onChecks(1, checkAnswer(), 11) // the warning query's baseline: empty
+	f.onChecks(1, checkAnswer(), 11)
 	for _, s := range []*feedSub{web, api, db} {
 		if woke, _, _, _ := look(t, s); woke {
-			t.Errorf("an unchanged answer or a baseline moved %s", s.service)
+			t.Errorf("an unchanged answer moved %s", s.service)
 		}
 	}
 	readSub(api, 11, kept("n1", "api-1", "serfHealth=passing", "api:ttl=critical"))
 
-	// At 12 api's check passes: it leaves the critical answer while no check
-	// is warning, so the warning query (woken by every check write) decides
-	// once it answers at 12: passing, patched in, no read.
-	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2), 12)
-	if woke, _, _, _ := look(t, api); woke {
-		t.Fatal("api moved before the warning answer covered the leave")
-	}
-	f.onChecks(1, checkAnswer(), 12)
-	if woke, reread, _, admitted := look(t, api); !woke || reread || !slices.Equal(admitted, []string{"n1/api-1"}) {
-		t.Errorf("api passing again: woke %v reread %v admitted %v, want n1/api-1 patched in", woke, reread, admitted)
-	}
-
-	// At 13 api's check turns warning: the warning answer comes first (a
-	// patch), then the critical one, whose leave it already covers.
+	// At 12 api's check turns from critical to warning: less severe, so
+	// both answers ask for a re-read (it may put api-1 back).
 	apiWarn := apiTTL
-	apiWarn.status, apiWarn.modify = "warning", 13
-	f.onChecks(1, checkAnswer(checkKey{"n1", "api:ttl"}, apiWarn), 13)
+	apiWarn.status, apiWarn.modify = "warning", 12
+	f.onChecks(1, checkAnswer(checkKey{"n1", "api:ttl"}, apiWarn), 12)
+	if woke, reread, _, _ := look(t, api); !woke || !reread {
+		t.Errorf("api turning warning: woke %v reread %v, want a re-read", woke, reread)
+	}
+	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2), 12)
+	if woke, reread, _, _ := look(t, api); !woke || !reread {
+		t.Errorf("api leaving critical: woke %v reread %v, want a re-read", woke, reread)
+	}
+	readSub(api, 12, kept("n1", "api-1", "serfHealth=passing", "api:ttl=warning"))
+
+	// At 13 it turns critical again: worse, patched.
+	apiCrit := apiTTL
+	apiCrit.modify = 13
+	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2, checkKey{"n1", "api:ttl"}, apiCrit), 13)
 	if woke, reread, _, admitted := look(t, api); !woke || reread || len(admitted) != 0 {
-		t.Errorf("api turning warning: woke %v reread %v admitted %v, want excluded by a patch", woke, reread, admitted)
-	}
-	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2), 13)
-	if woke, _, _, _ := look(t, api); woke {
-		t.Error("the critical answer of a check that went warning moved api again")
-	}
-
-	// At 14 db's own check goes critical and then at 15 passes, with a
-	// check warning: the warning query need not wake, so the leave is a
-	// re-read.
-	dbTTL := checkInfo{service: "db", serviceID: "db-1", status: "critical", name: "db:ttl", modify: 14}
-	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2, checkKey{"n2", "db:ttl"}, dbTTL), 14)
-	if woke, reread, _, _ := look(t, db); !woke || reread {
-		t.Errorf("db's check failing: woke %v reread %v, want a patch", woke, reread)
-	}
-	f.onChecks(0, checkAnswer(checkKey{"n2", "serfHealth"}, serf2), 15)
-	if woke, reread, _, _ := look(t, db); !woke || !reread {
-		t.Errorf("db's check passing with a warning check elsewhere: woke %v reread %v, want a re-read", woke, reread)
+		t.Errorf("api failing again: woke %v reread %v admitted %v, want a patch", woke, reread, admitted)
 	}
 }
 
-// TestFeedLeaveExpires: a leave whose other answer never comes is a
-// re-read after attributeWait.
-func TestFeedLeaveExpires(t *testing.T) {
-	f := newUnitFeed()
-	defer f.stopLeaves()
-	web := f.subscribe("web", nil)
-	readSub(web, 5, kept("n1", "web-1", "web:ttl=critical"))
-	f.onChecks(0, checkAnswer(checkKey{"n1", "web:ttl"}, checkInfo{service: "web", serviceID: "web-1", status: "critical", name: "web:ttl", modify: 4}), 5)
-	f.onChecks(1, checkAnswer(), 5)
-	f.onChecks(0, checkAnswer(), 6)
-	select {
-	case <-web.moved:
-		t.Fatal("moved before the wait for the warning answer ended")
-	default:
-	}
-	select {
-	case <-web.moved:
-	case <-time.After(10 * attributeWait):
-		t.Fatal("no re-read after the warning answer failed to come")
-	}
-	if !web.needsRead() {
-		t.Error("the expired leave did not ask for a read")
-	}
-}
-
-// TestFeedSubPatches: patches apply over the last read; a read drops the
-// ones it includes and keeps the later ones.
+// TestFeedSubPatches: patches apply over the last read and only ever make
+// a check worse; a read drops the ones it includes and keeps the later ones.
 func TestFeedSubPatches(t *testing.T) {
 	s := &feedSub{service: "web", moved: make(chan struct{}, 1)}
 	q := Query{Service: "web", Health: HealthPassing}
@@ -184,26 +142,25 @@ func TestFeedSubPatches(t *testing.T) {
 	if _, ok := s.patched(q); ok {
 		t.Error("a patch older than the read was applied")
 	}
-	s.patch("n1", "web:ttl", "web:ttl", "web-1", "critical", 6)
+	s.patch("n1", "web:ttl", "web:ttl", "web-1", "warning", 6)
+	s.patch("n1", "web:ttl", "web:ttl", "web-1", "critical", 7)
 	s.patch("n2", "serfHealth", "serfHealth", "", "critical", 8)
-	if s.admitting() {
-		t.Error("patches that only exclude wait to admit")
-	}
 	r, ok := s.patched(q)
-	if !ok || len(r.ins) != 0 || len(r.excl) != 2 || !r.patched {
-		t.Fatalf("patched: %+v %v, want both excluded", r, ok)
+	if !ok || len(r.ins) != 0 || len(r.excl) != 2 || !r.patched || r.at != 8 {
+		t.Fatalf("patched: %+v %v, want both excluded at 8", r, ok)
 	}
 	if got := r.excl[0].Checks; !slices.Equal(got, []string{"web:ttl: critical"}) {
 		t.Errorf("excluded checks %v", got)
 	}
-	s.patch("n1", "web:ttl", "web:ttl", "web-1", "passing", 9)
-	if !s.admitting() {
-		t.Error("a check passing again does not wait to admit")
+	for _, st := range []string{"passing", "warning"} {
+		if s.patch("n1", "web:ttl", "web:ttl", "web-1", st, 9) {
+			t.Errorf("critical → %s was patched in: it may put web-1 back, a re-read's to say", st)
+		}
 	}
-	// A read at 8 includes the first two patches, not the one at 9.
-	got := readSub(s, 8, kept("n1", "web-1", "serfHealth=passing", "web:ttl=critical"), kept("n2", "web-2", "serfHealth=critical", "web:ttl=passing"))
-	if len(got.ins) != 1 || got.ins[0].ID != "n1/web-1" || len(s.patches) != 1 {
-		t.Errorf("read at 8: %+v, patches %v; want web-1 admitted by the patch at 9", got.ins, s.patches)
+	// A read at 7 includes the patches up to 7, not n2's at 8.
+	got := readSub(s, 7, kept("n1", "web-1", "serfHealth=passing", "web:ttl=critical"), kept("n2", "web-2", "serfHealth=passing", "web:ttl=passing"))
+	if len(got.ins) != 0 || len(got.excl) != 2 || len(s.patches) != 1 {
+		t.Errorf("read at 7: %+v, patches %v; want web-2 still excluded by the patch at 8", got, s.patches)
 	}
 	if _, ok := s.patched(q); ok {
 		t.Error("a read left patches to apply")

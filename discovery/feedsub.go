@@ -11,9 +11,11 @@ import (
 //   - signal: something the feed cannot describe changed (an instance
 //     registered or modified, a check renamed or unknown to the watch):
 //     the watch re-reads its service;
-//   - patch: a check the watch read changed status and nothing else: the
-//     feed's answer says all there is to know, and the watch applies it to
-//     what it read without a request (entries.go, judge).
+//   - patch: a check the watch read entered a worse status and nothing
+//     else changed: the feed's answer says all there is to know, and the
+//     watch applies it to what it read without a request (entries.go,
+//     judge). A change that may put an instance back is always re-read
+//     (feedchecks.go).
 type feedSub struct {
 	service string
 	tags    []string      // the watch's tag filter: a sweep ignores instances without them
@@ -27,7 +29,6 @@ type feedSub struct {
 	kept    []keptEntry                // the last read's entries
 	patches map[checkKey]checkPatch    // statuses reported since the last read
 	dirty   bool                       // patches the watch has not applied yet
-	admit   bool                       // one of them may admit an instance
 }
 
 func (s *feedSub) wake() {
@@ -62,8 +63,9 @@ func severity(status string) int {
 
 // patch records that check id on node (of instance serviceID, "" for a
 // node check), named name, had status at raft index at. It reports false
-// when s cannot apply it (no read yet, or a check its last read did not
-// return under that name): the caller asks for a re-read instead.
+// when s cannot apply it: no read yet, a check its last read did not return
+// under that name, or a status less severe than the one s has for it
+// (which may put an instance back); the caller asks for a re-read instead.
 func (s *feedSub) patch(node, id, name, serviceID, status string, at uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,12 +83,14 @@ func (s *feedSub) patch(node, id, name, serviceID, status string, at uint64) boo
 	if !ok {
 		prev.status = s.readStatus(node, id)
 	}
+	if severity(status) < severity(prev.status) {
+		return false
+	}
 	if s.patches == nil {
 		s.patches = map[checkKey]checkPatch{}
 	}
 	s.patches[k] = checkPatch{status: status, at: at}
 	s.dirty = true
-	s.admit = s.admit || severity(status) < severity(prev.status)
 	s.wake()
 	return true
 }
@@ -133,13 +137,6 @@ func (s *feedSub) reading() {
 	}
 }
 
-// admitting reports whether patches not yet applied may admit an instance.
-func (s *feedSub) admitting() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dirty && s.admit
-}
-
 // patched returns q's result from the last read with every patch applied,
 // and false when no patch came since the last result.
 func (s *feedSub) patched(q Query) (healthResult, bool) {
@@ -148,7 +145,7 @@ func (s *feedSub) patched(q Query) (healthResult, bool) {
 	if !s.dirty {
 		return healthResult{}, false
 	}
-	s.dirty, s.admit = false, false
+	s.dirty = false
 	r := judge(q, s.kept, s.patches)
 	r.patched = true
 	for _, p := range s.patches {
@@ -178,7 +175,7 @@ func (s *feedSub) read(q Query, index uint64, r healthResult) healthResult {
 			delete(s.patches, k)
 		}
 	}
-	s.dirty, s.admit = false, false
+	s.dirty = false
 	if len(s.patches) == 0 {
 		return r
 	}

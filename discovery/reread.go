@@ -12,13 +12,10 @@ import (
 // wait until the feed moves the service, or a move promised a newer index
 // than the last read returned (a server behind, with stale reads).
 //
-// A move that patched check statuses (feedSub.patch) is answered from the
-// last read without a request, with that read's index (a patched result,
-// which the loop applies whatever its index). A patch that may admit an
-// instance (a check left critical) waits admitGrace first for a move that
-// asks for a read: a check that left because its instance was deregistered
-// looks the same in the status answers, and the catalog answer of the same
-// commit, which moves the service, comes within milliseconds.
+// A move that patched check statuses (feedSub.patch: a check entered a
+// worse status) is answered from the last read without a request, with
+// that read's index (a patched result, which the loop applies whatever its
+// index).
 //
 // Any other move re-reads the service with index= and a short wait, in one
 // of the Client's read slots. A wait shorter than Config.Wait (the resync
@@ -40,8 +37,6 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 	if index > 0 && !sub.needsRead() {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
-		var grace <-chan time.Time // set while an admitting patch waits
-		graceUp := false
 	waiting:
 		for {
 			select {
@@ -52,8 +47,6 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 				broke, _, _ = f.state() // it healed meanwhile
 				continue
 			case <-sub.moved:
-			case <-grace:
-				graceUp = true
 			case <-timer.C:
 				if wait < c.cfg.Wait {
 					// A shortened wait (the resync grace holds an answer):
@@ -66,14 +59,6 @@ func (c *Client) fetchMoved(ctx context.Context, q Query, endpoint string, f *fe
 			}
 			if sub.needsRead() {
 				break waiting
-			}
-			if grace == nil && sub.admitting() {
-				g := time.NewTimer(admitGrace)
-				defer g.Stop()
-				grace = g.C
-			}
-			if grace != nil && !graceUp {
-				continue
 			}
 			if r, ok := sub.patched(q); ok {
 				c.patches.Add(1)

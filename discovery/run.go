@@ -105,8 +105,15 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
 		spec.emit(result, index, now)
 	}
+	// A watch under the change feed logs its resync at debug: after a
+	// Consul restart, one line per service each way drowns the log at
+	// thousands of services (impulse_discovery_resync_held counts them).
+	info, warn := log.Info, log.Warn
+	if spec.quiet {
+		info, warn = log.Debug, log.Debug
+	}
 	released := func(index uint64, result T) {
-		log.Info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
+		info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
 	}
 	// answer applies a successful answer, through the resync rules.
 	answer := func(result T, index uint64, resync bool) {
@@ -120,7 +127,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 				released(index, result)
 			}
 			if held && !holding {
-				log.Warn("consul's answer right after an outage or index reset lacks "+spec.noun+" it had; keeping them during the resync grace",
+				warn("consul's answer right after an outage or index reset lacks "+spec.noun+" it had; keeping them during the resync grace",
 					"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace,
 					spec.noun, spec.size(result), "kept", spec.size(out)-spec.size(result))
 				c.metrics.resyncHeld(spec.label)
@@ -133,7 +140,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		case holding && now.Before(resyncUntil):
 			released(index, result)
 		case holding:
-			log.Warn("the resync grace ended; applying consul's answer, which still lacks "+spec.noun+" kept during it",
+			warn("the resync grace ended; applying consul's answer, which still lacks "+spec.noun+" kept during it",
 				"endpoint", endpoint, "index", index, "resync_grace", c.cfg.ResyncGrace, spec.noun, spec.size(result))
 		}
 		resyncUntil, holding = time.Time{}, false
