@@ -30,7 +30,7 @@
 //
 // TestB06ScaleQuick (scale_test.go) runs the quick preset in `go test` and
 // fails unless the agent becomes ready, holds at most 8 connections to
-// Consul, sends at most 2 requests per change and ends with Consul's routing.
+// Consul, sends at most 3 requests per change and ends with Consul's routing.
 package main
 
 import (

@@ -19,7 +19,7 @@ const servicesEnv = "IMPULSE_SCALE_SERVICES"
 // on a Consul dev agent with its stock limits, consul.wait 2s, 10 s idle,
 // two 3 s windows of a flip every 100 ms, no churn; about a minute). It
 // fails unless the agent becomes ready, never holds more than 8 TCP
-// connections to Consul at once, sends at most 2 requests to Consul per
+// connections to Consul at once, sends at most 3 requests to Consul per
 // check change, and routes every upstream to exactly the instances Consul
 // reports passing at the end. It needs Consul ($CONSUL_BIN or
 // scripts/consul.sh): missing, it fails in CI and is skipped elsewhere
