@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/internal/testbackend"
+)
+
+// splitBackend answers with its name in X-Backend.
+func splitBackend(t *testing.T, name string) UpstreamConfig {
+	be := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+	}))
+	return staticUpstream(name, "/direct/"+name+"/", be)
+}
+
+// n04Config is case N04's gateway: upstream "web" routes "/" 90/10 to
+// web-v1 and web-v2 and "/sticky/" by cookie:session; "empty" has no
+// backend at all (a split to it is skipped).
+func n04Config(t *testing.T, sink *logSink) Config {
+	web := UpstreamConfig{Config: staticUpstream("web", "/").Config, Routes: []RouteConfig{
+		{PathPrefix: "/", Splits: []SplitConfig{{"web-v1", 90}, {"web-v2", 10}}},
+		{PathPrefix: "/sticky/", Splits: []SplitConfig{{"web-v1", 90}, {"web-v2", 10}}, Sticky: "cookie:session"},
+		{PathPrefix: "/skip/", Splits: []SplitConfig{{"empty", 50}, {"web-v2", 50}}},
+	}}
+	return Config{Upstreams: []UpstreamConfig{web, splitBackend(t, "web-v1"), splitBackend(t, "web-v2"), staticUpstream("empty", "/direct/empty/")},
+		AccessLog: &accesslog.Config{Writer: sink}}
+}
+
+// n04Get is the X-Backend of a GET of path (with cookie when not empty).
+func n04Get(t *testing.T, h *harness, path, cookie string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, h.base+path, nil)
+	if cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("X-Impulse-Error"))
+	}
+	return resp.Header.Get("X-Backend")
+}
+
+// TestN04WeightedSplit: case N04 over every ingress. 2,000 requests to a
+// 90/10 split land within ±2% of 10% on web-v2 (the decision itself is
+// checked over 10,000 in package split, TestN04Distribution), and the
+// access log names the chosen upstream as the request's.
+func TestN04WeightedSplit(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		sink := &logSink{}
+		h := startHarnessConfig(t, n04Config(t, sink), ListenerConfig{}, proto)
+		const n = 2000
+		var v2 int
+		for range n {
+			if n04Get(t, h, "/x", "") == "web-v2" {
+				v2++
+			}
+		}
+		if share := float64(v2) / n; math.Abs(share-0.10) > 0.02 {
+			t.Errorf("web-v2 got %d of %d (%.1f%%), want 10%% ± 2", v2, n, share*100)
+		}
+		lines := sink.wait(t, n)
+		var logged int
+		for _, l := range lines {
+			if l["upstream"] == "web-v2" {
+				logged++
+			}
+		}
+		if logged != v2 {
+			t.Errorf("access log: %d lines with upstream web-v2, %d answers from it", logged, v2)
+		}
+	})
+}
+
+// TestN04StickyCanary: each session stays on one side, and sessions
+// reach both.
+func TestN04StickyCanary(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		h := startHarnessConfig(t, n04Config(t, &logSink{}), ListenerConfig{}, proto)
+		sides := map[string]int{}
+		for s := range 200 {
+			cookie := "theme=dark; session=s" + strconv.Itoa(s)
+			first := n04Get(t, h, "/sticky/a", cookie)
+			for range 3 {
+				if got := n04Get(t, h, "/sticky/b", cookie); got != first {
+					t.Fatalf("session %d: %s then %s", s, first, got)
+				}
+			}
+			sides[first]++
+		}
+		if sides["web-v1"] == 0 || sides["web-v2"] == 0 || sides["web-v2"] > 50 {
+			t.Errorf("200 sessions: %v", sides)
+		}
+	})
+}
+
+// TestN04SplitWithoutBackendSkipped: a split whose upstream has no
+// eligible backend gives its share to the others instead of a 503.
+func TestN04SplitWithoutBackendSkipped(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		h := startHarnessConfig(t, n04Config(t, &logSink{}), ListenerConfig{}, proto)
+		for range 50 {
+			if got := n04Get(t, h, "/skip/x", ""); got != "web-v2" {
+				t.Fatalf("got %q", got)
+			}
+		}
+	})
+}
+
+// TestSplitConfigRefused: splits the agent's checks refuse are errors of
+// New too.
+func TestSplitConfigRefused(t *testing.T) {
+	for _, sp := range [][]SplitConfig{
+		{{"nope", 1}},
+		{{"web-v1", 0}, {"web-v2", 0}},
+		{{"web-v1", -1}, {"web-v2", 2}},
+		{{"web-v1", 1}, {"web-v1", 2}},
+	} {
+		cfg := n04Config(t, &logSink{})
+		cfg.Upstreams[0].Routes[0].Splits = sp
+		if _, err := New(cfg); err == nil {
+			t.Errorf("splits %v: no error", sp)
+		}
+	}
+}
