@@ -4,9 +4,12 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/impulse-agent/impulse-agent/gateway/accesslog"
+	"github.com/impulse-agent/impulse-agent/gateway/health"
 	"github.com/impulse-agent/impulse-agent/internal/testbackend"
 )
 
@@ -130,4 +133,57 @@ func TestSplitConfigRefused(t *testing.T) {
 			t.Errorf("splits %v: no error", sp)
 		}
 	}
+}
+
+// TestN04UnhealthySplitSkipped: when web-v2's only backend fails its
+// active health check, the canary route's requests all go to web-v1
+// (none gets a 503), and web-v2 takes its share again once it passes.
+func TestN04UnhealthySplitSkipped(t *testing.T) {
+	forEachProtocol(t, func(t *testing.T, proto string) {
+		var down atomic.Bool
+		v2 := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/health" && down.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("X-Backend", "web-v2")
+		}))
+		uv2 := staticUpstream("web-v2", "/direct/web-v2/", v2)
+		uv2.Active = &health.ActiveConfig{Path: "/health", Interval: 20 * time.Millisecond, Timeout: time.Second,
+			HealthyThreshold: 1, UnhealthyThreshold: 1, UnknownIsHealthy: true}
+		web := UpstreamConfig{Config: staticUpstream("web", "/").Config, Routes: []RouteConfig{
+			{PathPrefix: "/", Splits: []SplitConfig{{"web-v1", 50}, {"web-v2", 50}}}}}
+		h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{web, splitBackend(t, "web-v1"), uv2}}, ListenerConfig{}, proto)
+		eligible := func() bool {
+			for _, bi := range h.gw.Backends() {
+				if bi.Upstream == "web-v2" {
+					return bi.Eligible
+				}
+			}
+			return false
+		}
+		seen := map[string]int{}
+		for range 20 {
+			seen[n04Get(t, h, "/x", "")]++
+		}
+		if seen["web-v1"] < 8 || seen["web-v2"] < 8 {
+			t.Errorf("both up, 50/50: %v", seen)
+		}
+		down.Store(true)
+		eventually(t, 5*time.Second, func() bool { return !eligible() }, "web-v2's backend unhealthy")
+		for range 40 {
+			if got := n04Get(t, h, "/x", ""); got != "web-v1" {
+				t.Fatalf("web-v2 unhealthy: a request reached %q", got)
+			}
+		}
+		down.Store(false)
+		eventually(t, 5*time.Second, eligible, "web-v2's backend healthy again")
+		clear(seen)
+		for range 20 {
+			seen[n04Get(t, h, "/x", "")]++
+		}
+		if seen["web-v2"] < 8 {
+			t.Errorf("web-v2 healthy again: %v", seen)
+		}
+	})
 }
