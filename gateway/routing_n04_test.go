@@ -187,3 +187,26 @@ func TestN04UnhealthySplitSkipped(t *testing.T) {
 		}
 	})
 }
+
+// TestN04SplitKeepsItsRetries: a split's requests get its upstream's
+// retries: web-v2 has a backend that refuses connections beside a good
+// one, and no request of the canary route fails (a connect failure is
+// retried on web-v2's other backend, never sent to web-v1).
+func TestN04SplitKeepsItsRetries(t *testing.T) {
+	good := testbackend.NewH1(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", "web-v2")
+	}))
+	dead := testbackend.NewH1(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	uv2 := staticUpstream("web-v2", "/direct/web-v2/", dead, good)
+	dead.Close()
+	web := UpstreamConfig{Config: staticUpstream("web", "/").Config, Routes: []RouteConfig{
+		{PathPrefix: "/", Splits: []SplitConfig{{"web-v1", 50}, {"web-v2", 50}}}}}
+	h := startHarnessConfig(t, Config{Upstreams: []UpstreamConfig{web, splitBackend(t, "web-v1"), uv2}}, ListenerConfig{}, ProtocolH2)
+	seen := map[string]int{}
+	for range 100 {
+		seen[n04Get(t, h, "/x", "")]++ // fails the test on any status but 200
+	}
+	if seen["web-v1"] < 45 || seen["web-v2"] < 45 {
+		t.Errorf("50/50 with a dead web-v2 backend: %v", seen)
+	}
+}
