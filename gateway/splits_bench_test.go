@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
+
+	"github.com/impulse-agent/impulse-agent/gateway/headers"
 )
 
 // benchSplitConfig is memUpstream's "web" routing "/" 90/10 to two more
@@ -49,5 +52,39 @@ func BenchmarkHandlerSplit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.ServeHTTP(&discardWriter{h: http.Header{}}, benchRequest().WithContext(b.Context()))
+	}
+}
+
+// BenchmarkRouteRulesSplit is BenchmarkRouteRules on a route that also
+// splits 90/10 (issue 24's budget: strip_prefix, three header rules and a
+// split in at most 1 µs of CPU per request).
+func BenchmarkRouteRulesSplit(b *testing.B) {
+	cfg := benchSplitConfig("")
+	rt := benchRulesRoute()
+	rt.Splits = cfg.Upstreams[0].Routes[0].Splits
+	cfg.Upstreams[0].Routes = append(cfg.Upstreams[0].Routes, rt)
+	g, _ := benchGateway(b, cfg)
+	tbl := g.table.Load()
+	e := tbl.edgeOf(tbl.routes.Match("example.com", "/api/users/42", "GET"))
+	if e == nil || e.split == nil || e.rewrite == nil {
+		b.Fatal("route without its rules and split")
+	}
+	u, _ := url.Parse("/api/users/42?x=1")
+	r := &http.Request{Method: "GET", URL: u, RequestURI: "/api/users/42?x=1", Host: "example.com", RemoteAddr: "192.0.2.7:40000",
+		Header: http.Header{"Accept": {"*/*"}, "X-Debug": {"1"}}}
+	respH := http.Header{"Content-Type": {"application/json"}}
+	rec := recorder{g: &Gateway{}, r: r, edge: e}
+	rec.out.Route = "/api/"
+	web := tbl.upstreams["web"]
+	b.ReportAllocs()
+	for b.Loop() {
+		r.URL, rec.hvars = u, headers.Vars{}
+		if rec.splitUpstream(r, web) == web {
+			b.Fatal("no split")
+		}
+		if !rec.forwardRules(nil, r, nil, "/api/users/42") {
+			b.Fatal("refused")
+		}
+		rec.corsFields(respH)
 	}
 }
