@@ -214,8 +214,8 @@ type RouteConfig struct {
 // upstream's name) gets Weight / (sum of the route's weights) of its
 // requests.
 type SplitConfig struct {
-	Upstream string
-	Weight   int
+	Upstream string `json:"upstream"`
+	Weight   int    `json:"weight"`
 }
 
 // RouteTimeouts are a route's overrides of its upstream's timeouts (0:

@@ -210,3 +210,25 @@ func TestN04SplitKeepsItsRetries(t *testing.T) {
 		t.Errorf("50/50 with a dead web-v2 backend: %v", seen)
 	}
 }
+
+// TestSplitsReported: /v1/routes (Gateway.Routes) shows a route's splits
+// and sticky key; a route without has neither.
+func TestSplitsReported(t *testing.T) {
+	g, _ := benchGateway(t, benchSplitConfig("cookie:session"))
+	var web, v1 *RouteInfo
+	routes := g.Routes()
+	for i := range routes {
+		switch routes[i].Upstream {
+		case "web":
+			web = &routes[i]
+		case "web-v1":
+			v1 = &routes[i]
+		}
+	}
+	if web == nil || len(web.Splits) != 2 || web.Splits[1] != (SplitConfig{"web-v2", 10}) || web.Sticky != "cookie:session" {
+		t.Errorf("web: %+v", web)
+	}
+	if v1 == nil || v1.Splits != nil || v1.Sticky != "" {
+		t.Errorf("web-v1: %+v", v1)
+	}
+}
