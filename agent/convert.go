@@ -125,7 +125,8 @@ func upstreamConfig(u hcl.Upstream) (gateway.UpstreamConfig, error) {
 			Host: r.Host, PathPrefix: r.PathPrefix, Path: r.Path, PathRegex: r.PathRegex, Methods: r.Methods, Upgrades: r.Upgrades,
 			Auth: routeAuth(r), IPRules: routeIPRules(r), Compress: routeCompress(r), CORS: routeCORS(r), // edge.go
 			Rewrite: rewrite.Config{StripPrefix: r.StripPrefix, PrefixRewrite: r.PrefixRewrite}, Redirect: routeRedirect(r),
-			RequestHeaders: routeHeaders(r.RequestHeaders), ResponseHeaders: routeHeaders(r.ResponseHeaders)})
+			RequestHeaders: routeHeaders(r.RequestHeaders), ResponseHeaders: routeHeaders(r.ResponseHeaders),
+			Splits: routeSplits(r), Sticky: r.Sticky}) // edge.go
 	}
 	for _, b := range u.Backends {
 		uc.Static = append(uc.Static, upstream.Spec{ID: b.Name, Scheme: b.Scheme, Host: b.Host, Port: b.Port, Weight: b.Weight})

@@ -66,3 +66,16 @@ func routePolicies(r hcl.Route) (gateway.RouteConfig, error) {
 	rc.RateLimit = rateLimit(r.RateLimit)
 	return rc, nil
 }
+
+// routeSplits converts a route's split blocks, in order (nil: none, the
+// route's own upstream serves it).
+func routeSplits(r hcl.Route) []gateway.SplitConfig {
+	if len(r.Splits) == 0 {
+		return nil
+	}
+	out := make([]gateway.SplitConfig, len(r.Splits))
+	for i, s := range r.Splits {
+		out[i] = gateway.SplitConfig{Upstream: s.Upstream, Weight: s.Weight}
+	}
+	return out
+}

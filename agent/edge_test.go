@@ -122,3 +122,47 @@ upstream "api" {
 	}
 	gw.Shutdown(t.Context())
 }
+
+// TestSplitsConverted: case N04's split blocks and sticky reach the
+// gateway's RouteConfig in order, an upstream whose routes only split
+// needs no backend, and the gateway takes them; a route without splits
+// has none.
+func TestSplitsConverted(t *testing.T) {
+	gc := convertedConfig(t, tlsListener+`
+upstream "web" {
+  route {
+    path_prefix = "/"
+    split {
+      upstream = "web-v1"
+      weight   = 90
+    }
+    split {
+      upstream = "web-v2"
+      weight   = 10
+    }
+    sticky = "cookie:session"
+  }
+}
+upstream "web-v1" {
+  route { path_prefix = "/v1/" }
+  backend "a" { address = "http://127.0.0.1:9001" }
+}
+upstream "web-v2" {
+  route { path_prefix = "/v2/" }
+  backend "a" { address = "http://127.0.0.1:9002" }
+}
+`)
+	web, v1 := gc.Upstreams[0].Routes[0], gc.Upstreams[1].Routes[0]
+	want := []gateway.SplitConfig{{Upstream: "web-v1", Weight: 90}, {Upstream: "web-v2", Weight: 10}}
+	if !slices.Equal(web.Splits, want) || web.Sticky != "cookie:session" {
+		t.Errorf("splits: %+v, sticky %q", web.Splits, web.Sticky)
+	}
+	if v1.Splits != nil || v1.Sticky != "" {
+		t.Errorf("a route without splits: %+v %q", v1.Splits, v1.Sticky)
+	}
+	gw, err := gateway.New(gateway.Config{Upstreams: gc.Upstreams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Shutdown(t.Context())
+}

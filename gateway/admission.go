@@ -238,12 +238,12 @@ func (g *Gateway) listenerRateLimiters(lcs []ListenerConfig) (rateLimiters, erro
 // refusal; the concurrency limits). A request the listener's limit admitted
 // has spent that token even if the upstream's then refuses it: the
 // listener's limit counts what a client sends to the listener.
-func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream]) bool {
+func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Request, tbl *table, rt *route.Route[*upstream.Upstream], up *upstream.Upstream) bool {
 	var ll *ratelimit.Limiter
 	if p := g.listenerRates.Load(); p != nil {
 		ll = (*p)[rec.listener]
 	}
-	ul := rec.routeRate(tbl, rt.Target) // the route's own, else the upstream's (route_policies.go)
+	ul := rec.routeRate(tbl, up) // the route's own, else the upstream's (route_policies.go)
 	if ll == nil && ul == nil {
 		return true
 	}
@@ -263,9 +263,9 @@ func (g *Gateway) admitRate(rec *recorder, w http.ResponseWriter, r *http.Reques
 	if ok {
 		return true
 	}
-	g.obs.Metrics.RateLimited(rec.listener, rt.Target.Name(), scope)
+	g.obs.Metrics.RateLimited(rec.listener, up.Name(), scope)
 	w.Header()["Retry-After"] = []string{retryAfterSeconds(wait)}
-	rec.finish(w, rt.Target, nil, answer.RateLimited)
+	rec.finish(w, up, nil, answer.RateLimited)
 	return false
 }
 

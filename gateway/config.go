@@ -198,6 +198,24 @@ type RouteConfig struct {
 	RateLimit *ratelimit.Config
 	Retry     *retry.Policy
 	Timeouts  RouteTimeouts
+	// Splits send the route's requests to other upstreams by weight
+	// (splits.go, README "Traffic splits"; nil: the route's own
+	// upstream). Each named upstream must be defined; weights are ≥ 0
+	// and not all 0; a route with a Redirect has none. The chosen
+	// upstream is the request's: its health, limits, retries, timeouts
+	// and metrics apply. Sticky is a hash_on key (balance.ParseHashKey:
+	// cookie:NAME, header:NAME, client_ip, ...) that keeps a key on one
+	// split; "" spreads each request by weight.
+	Splits []SplitConfig
+	Sticky string
+}
+
+// SplitConfig is one weighted split of a route: Upstream (a defined
+// upstream's name) gets Weight / (sum of the route's weights) of its
+// requests.
+type SplitConfig struct {
+	Upstream string `json:"upstream"`
+	Weight   int    `json:"weight"`
 }
 
 // RouteTimeouts are a route's overrides of its upstream's timeouts (0:

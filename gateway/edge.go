@@ -34,6 +34,7 @@ type routeEdge struct {
 	compress *compress.Policy
 	rules
 	policy routePolicy // route_policies.go
+	split  *routeSplit // splits.go
 }
 
 // edgePolicies are the stages of a table's routes that have any, keyed
@@ -43,9 +44,9 @@ type edgePolicies map[routeAt]*routeEdge
 // buildEdgePolicies compiles the routes' CORS, Compress, rules and
 // policies of ups; old is the current table's (rate-limit buckets carry
 // over), attempts the next table's settings by upstream name (the retry
-// budget a route shares). Errors: a block the agent's checks should have
-// refused.
-func buildEdgePolicies(old edgePolicies, ups []UpstreamConfig, attempts map[string]*retry.Settings) (edgePolicies, error) {
+// budget a route shares), byName the next table's upstreams (a route's
+// splits). Errors: a block the agent's checks should have refused.
+func buildEdgePolicies(old edgePolicies, ups []UpstreamConfig, attempts map[string]*retry.Settings, byName map[string]*upstream.Upstream) (edgePolicies, error) {
 	var out edgePolicies
 	for _, uc := range ups {
 		for i, rc := range uc.Routes {
@@ -58,10 +59,14 @@ func buildEdgePolicies(old edgePolicies, ups []UpstreamConfig, attempts map[stri
 			if err != nil {
 				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
 			}
-			if rc.CORS == nil && rc.Compress == nil && r.none() && pol.none() {
+			sp, err := buildSplit(rc, byName)
+			if err != nil {
+				return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)
+			}
+			if rc.CORS == nil && rc.Compress == nil && r.none() && pol.none() && sp == nil {
 				continue
 			}
-			e := &routeEdge{rules: r, policy: pol}
+			e := &routeEdge{rules: r, policy: pol, split: sp}
 			if rc.CORS != nil {
 				if e.cors, err = cors.New(*rc.CORS); err != nil {
 					return nil, fmt.Errorf("upstream %q route %d: %w", uc.Name, i, err)

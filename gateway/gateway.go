@@ -229,7 +229,7 @@ func (g *Gateway) applyUpstreamsLocked(ups []UpstreamConfig) error {
 	for name, u := range next.upstreams {
 		byName[name] = next.attempts[u]
 	}
-	if next.edge, err = buildEdgePolicies(old.edge, ups, byName); err != nil {
+	if next.edge, err = buildEdgePolicies(old.edge, ups, byName, next.upstreams); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	if next.auth, err = g.buildAuthPolicies(old.auth, ups); err != nil {

@@ -22,7 +22,8 @@ import (
 // The steps (architecture.md "Request pipeline"): validate (URI length,
 // method, target, an empty body's end, authority, path normalisation) →
 // route → IP rules → early data → a redirect answered (edge_rules.go) →
-// a CORS preflight answered (edge.go) → authentication → rate limits →
+// a CORS preflight answered (edge.go) → authentication → the split
+// chosen (splits.go) → rate limits →
 // path rewrite and request_headers (edge_rules.go) → concurrency
 // limits → pick → the
 // attempts (attempts.go, hedge.go; tunnels: tunnel.go; the response's
@@ -138,7 +139,7 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 		return
 	}
 	if preflight { // answered at the edge, without authentication (edge.go)
-		if g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go): a preflight counts as any request
+		if g.admitRate(&rec, w, r, tbl, rt, up) { // 429 (ratelimits.go): a preflight counts as any request
 			rec.answerPreflight(w, r, up, rec.edge.cors)
 		}
 		return
@@ -146,14 +147,15 @@ func (g *Gateway) serve(listener string, w http.ResponseWriter, r *http.Request,
 	if !g.authenticate(&rec, w, r, tbl, rt, path) { // 401, 503 auth_unavailable, forward auth's refusal (authn.go)
 		return
 	}
-	if !g.admitRate(&rec, w, r, tbl, rt) { // 429 (ratelimits.go)
+	up = rec.splitUpstream(r, up)              // a route's splits choose the upstream (splits.go)
+	if !g.admitRate(&rec, w, r, tbl, rt, up) { // 429 (ratelimits.go)
 		return
 	}
 	if rec.edge != nil && !rec.forwardRules(w, r, up, path) { // path rewrite, request_headers (edge_rules.go)
 		return
 	}
 	if tunneled {
-		g.serveTunnel(&rec, w, r, rt, tr, rec.attempts(tbl, up)) // no body limits: the bytes are the tunnel's
+		g.serveTunnel(&rec, w, r, rt, up, tr, rec.attempts(tbl, up)) // no body limits: the bytes are the tunnel's
 		return
 	}
 	maxBody := bodyLimit(lim, tbl, up)

@@ -35,12 +35,17 @@ type RouteInfo struct {
 	// true when the route has a cors block.
 	Compress []string `json:"compress,omitempty"`
 	CORS     bool     `json:"cors,omitempty"`
+	// Splits are the route's weighted splits and Sticky their hash key
+	// (RouteConfig.Splits, Sticky); omitted when none.
+	Splits []SplitConfig `json:"splits,omitempty"`
+	Sticky string        `json:"sticky,omitempty"`
 }
 
 // routeInfo describes route rc of upstream.
 func routeInfo(upstream string, rc *RouteConfig) RouteInfo {
 	ri := RouteInfo{Upstream: upstream, Host: rc.Host, PathPrefix: rc.PathPrefix, Path: rc.Path, PathRegex: rc.PathRegex, Methods: nonNil(rc.Methods),
-		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty(), CORS: rc.CORS != nil}
+		Upgrades: upgradesOf(rc.Upgrades), Auth: rc.Auth.Methods(), IPRules: !rc.IPRules.Empty(), CORS: rc.CORS != nil,
+		Splits: rc.Splits, Sticky: rc.Sticky}
 	if c := rc.Compress; c != nil {
 		ri.Compress = c.Algorithms
 		if ri.Compress == nil {

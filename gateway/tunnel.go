@@ -17,7 +17,8 @@ import (
 	"github.com/impulse-agent/impulse-agent/gateway/wire"
 )
 
-// serveTunnel opens the tunnel tr that r asks for, through the route rt:
+// serveTunnel opens the tunnel tr that r asks for, through the route rt to
+// up (the route's upstream, or the one its splits chose):
 // an HTTP/1.1 upgrade to an HTTP/1.1 backend whatever the client spoke.
 // An extended CONNECT (RFC 8441, RFC 9220) becomes a GET with "Upgrade:"
 // (for WebSocket, with a key of the gateway's, whose accept it checks);
@@ -34,8 +35,7 @@ import (
 // the backend's 101 does not switch to the protocol asked for, or an
 // extended CONNECT got a 2xx that is not a switch (upgrade_refused). A
 // backend that refuses the upgrade with its own answer gets it relayed.
-func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], tr tunnel.Request, ap *retry.Settings) {
-	up := rt.Target
+func (g *Gateway) serveTunnel(rec *recorder, w http.ResponseWriter, r *http.Request, rt *route.Route[*upstream.Upstream], up *upstream.Upstream, tr tunnel.Request, ap *retry.Settings) {
 	if !tunnel.Allowed(rt.Upgrades, tr.Token) {
 		rec.finish(w, up, nil, answer.UpgradeNotAllowed)
 		return

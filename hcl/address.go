@@ -258,6 +258,9 @@ func checkHashOn(s string) string {
 		if !isToken(name) {
 			return fmt.Sprintf("%q: %s name %q is not a valid token", s, kind, name)
 		}
+		if kind == "header" && strings.EqualFold(name, "host") {
+			return fmt.Sprintf("%q: the Host header is the request's authority; use authority", s) // as gateway/balance refuses it
+		}
 	case "query":
 		if name == "" || strings.ContainsAny(name, " \t&=#") {
 			return fmt.Sprintf("%q: query parameter name %q is empty or contains ' ', '&', '=' or '#'", s, name)

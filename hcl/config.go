@@ -458,6 +458,12 @@ type Route struct {
 	Timeouts  *RouteTimeouts
 	Retry     *Retry
 	RateLimit *RateLimit
+	// Splits send the route's requests to other upstreams by weight
+	// (splits.go; nil: the route's own upstream); Sticky is a hash_on key
+	// (cookie:NAME, header:NAME, client_ip, ...) that keeps a client on
+	// one split ("": none).
+	Splits []Split
+	Sticky string
 	// Range is the route block's definition range.
 	Range hcl2.Range
 }

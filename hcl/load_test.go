@@ -552,8 +552,12 @@ func TestFullExample(t *testing.T) {
 	if l.Limits != DefaultListenerLimits() || u.Limits != (UpstreamLimits{}) || cfg.Limits != (GlobalLimits{}) {
 		t.Errorf("limits = %+v, %+v, %+v; want the defaults", l.Limits, u.Limits, cfg.Limits)
 	}
-	if u.Range.Start.Line != 95 || u.Routes[0].Range.Start.Line != 100 || u.Backends[0].Range.Start.Line != 127 {
+	if u.Range.Start.Line != 95 || u.Routes[0].Range.Start.Line != 100 || u.Backends[0].Range.Start.Line != 128 {
 		t.Errorf("ranges: %v %v %v", u.Range, u.Routes[0].Range, u.Backends[0].Range)
+	}
+	if c := cfg.Upstreams[len(cfg.Upstreams)-1]; c.Name != "canary" || len(c.Backends) != 0 || u.Routes[0].Sticky != "" || u.Routes[0].Splits != nil ||
+		!slices.Equal(c.Routes[0].Splits, []Split{{"web", 90, c.Routes[0].Splits[0].Range}, {"admin", 10, c.Routes[0].Splits[1].Range}}) || c.Routes[0].Sticky != "cookie:session" {
+		t.Errorf("canary = %+v", c)
 	}
 }
 

@@ -177,11 +177,11 @@ func buildRouteRules(b blk, r *rawRoute, rt *Route) {
 	}
 }
 
-// onlyRedirects reports whether every route of r answers with a redirect:
-// such an upstream needs no backend.
+// onlyRedirects reports whether every route of r answers with a redirect
+// or has splits (splits.go): such an upstream needs no backend.
 func onlyRedirects(r *rawUpstream) bool {
 	for _, rt := range r.Routes {
-		if len(rt.Redirects) == 0 {
+		if len(rt.Redirects) == 0 && len(rt.Splits) == 0 {
 			return false
 		}
 	}

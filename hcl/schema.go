@@ -239,6 +239,8 @@ type rawRoute struct {
 	Timeoutss       []*rawTimeouts    `hcl:"timeouts,block"`          // route_policies.go
 	Retrys          []*rawRetry       `hcl:"retry,block"`             // route_policies.go
 	RateLimits      []*rawRateLimit   `hcl:"rate_limit,block"`        // route_policies.go
+	Splits          []*rawSplit       `hcl:"split,block"`             // splits.go
+	Sticky          *hcl2.Attribute   `hcl:"sticky,optional"`         // splits.go
 }
 
 // rawBackend is upstream.backend "NAME".

@@ -30,6 +30,7 @@ func buildUpstreams(top blk, raws []*rawUpstream) []Upstream {
 		out = append(out, u)
 	}
 	checkDuplicateRoutes(top, out)
+	checkSplitUpstreams(top, out, names) // splits.go
 	return out
 }
 
@@ -132,7 +133,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 		u.Consul = buildUpstreamConsul(b.child("consul", r.Consul.DefRange), r.Consul)
 	}
 	if len(r.Backends) == 0 && r.Consul == nil && !onlyRedirects(r) {
-		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both (unless every route is a redirect).")
+		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both (unless every route is a redirect or split).")
 	}
 
 	if r.HealthCheck != nil {
@@ -162,9 +163,10 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 func buildRoute(b blk, r *rawRoute) Route {
 	rt := Route{Range: r.DefRange}
-	buildRouteAuth(b, r, &rt)  // auth.go
-	buildRouteEdge(b, r, &rt)  // edge.go
-	buildRouteRules(b, r, &rt) // routing.go
+	buildRouteAuth(b, r, &rt)   // auth.go
+	buildRouteEdge(b, r, &rt)   // edge.go
+	buildRouteRules(b, r, &rt)  // routing.go
+	buildRouteSplits(b, r, &rt) // splits.go
 	if host, ok := b.strOK(r.Host, ""); ok {
 		norm, why := normalizeRouteHost(host)
 		if why != "" {

@@ -351,3 +351,32 @@ func mix64(h uint64) uint64 {
 	h ^= h >> 31
 	return h
 }
+
+// HashKey is a request key parsed from the hash_on forms (header:NAME,
+// cookie:NAME, query:NAME, path, authority, client_ip), for users of the
+// same keys outside a balancing policy (a route's sticky split). The zero
+// value has no key.
+type HashKey struct{ on hashOn }
+
+// ParseHashKey parses s in the hash_on forms. Errors wrap ErrHashOn: an
+// empty s, an unknown form, an empty or invalid name, header:Host.
+func ParseHashKey(s string) (HashKey, error) {
+	if s == "" {
+		return HashKey{}, fmt.Errorf("%w: empty key (%s)", ErrHashOn, hashOnForms)
+	}
+	k, err := parseHashOn(s)
+	return HashKey{k}, err
+}
+
+// IsZero reports whether k has no key (the zero HashKey).
+func (k HashKey) IsZero() bool { return k.on.kind == 0 }
+
+// Hash is the 64-bit hash of r's key, the one consistent_hash uses (FNV-1a
+// 64 and a finalizer, the same on every instance), without allocating; ok
+// is false when r has no key or an empty one, or k is the zero HashKey.
+func (k HashKey) Hash(r *http.Request) (h uint64, ok bool) {
+	if k.on.kind == 0 {
+		return 0, false
+	}
+	return k.on.hash(r)
+}

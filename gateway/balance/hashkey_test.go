@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"testing"
@@ -143,5 +144,29 @@ func TestCookieValueEdgeCases(t *testing.T) {
 		if got := cookieValue([]string{tc.line}, "sid"); got != tc.want {
 			t.Errorf("cookie sid of %q = %q, want %q", tc.line, got, tc.want)
 		}
+	}
+}
+
+// TestHashKeyExported: HashKey hashes as consistent_hash does; "" and bad
+// forms are errors; the zero HashKey has no key.
+func TestHashKeyExported(t *testing.T) {
+	k, err := ParseHashKey("header:X-User")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, _ := parseHashOn("header:X-User")
+	r := &http.Request{Header: http.Header{"X-User": {"alice"}}}
+	h, ok := k.Hash(r)
+	want, _ := on.hash(r)
+	if !ok || h != want || k.IsZero() {
+		t.Errorf("Hash = %x %v, want %x", h, ok, want)
+	}
+	for _, bad := range []string{"", "header:", "header:Host", "nope"} {
+		if _, err := ParseHashKey(bad); !errors.Is(err, ErrHashOn) {
+			t.Errorf("ParseHashKey(%q) = %v", bad, err)
+		}
+	}
+	if _, ok := (HashKey{}).Hash(r); ok || !(HashKey{}).IsZero() {
+		t.Error("the zero HashKey hashed")
 	}
 }

@@ -122,6 +122,7 @@ upstream "web" {
     # rate_limit {                  # this route's own rate limit, in place of the upstream's
     #   requests_per_second = 10
     # }
+    sticky         = ""             # splits' hash key: cookie:NAME | header:NAME | query:NAME | path | authority | client_ip; "" = none
   }
 
   backend "web-1" {               # static backends
@@ -278,5 +279,20 @@ upstream "moved" {               # a route that only redirects needs no backend 
       code        = 308                              # 301 | 302 | 307 | 308
       strip_query = false
     }
+  }
+}
+
+upstream "canary" {              # a route that only splits needs no backend (README "Traffic splits")
+  route {
+    path_prefix = "/shop/"
+    split {                      # weighted: each upstream's own health, limits and retries apply
+      upstream = "web"
+      weight   = 90              # 0..1000000; the route's weights may not sum to 0
+    }
+    split {
+      upstream = "admin"
+      weight   = 10
+    }
+    sticky = "cookie:session"    # one session, one side; "" = split each request by weight
   }
 }
