@@ -497,7 +497,20 @@ type UpstreamConsul struct {
 	// TLS, the default, see DefaultDiscoveryScheme), "http" (HTTP/1.1) or
 	// "h2c" (cleartext HTTP/2 with prior knowledge).
 	// A per-instance ServiceMeta "impulse-scheme" overrides it.
+	// Empty for a Connect upstream.
 	Scheme string
+	// Connect makes this a Consul Connect (service mesh) upstream: the
+	// instances are /v1/health/connect/<Service> (sidecars and Connect-
+	// native instances), dialled with mTLS under the gateway's Connect
+	// identity (the top-level connect block, required). See
+	// connect_upstream.go. ConnectRange is the argument's value range.
+	Connect      bool
+	ConnectRange hcl2.Range
+	// Protocol is what a Connect upstream speaks inside the mTLS
+	// connection, named as Consul's service-defaults protocol:
+	// "http" (HTTP/1.1, ALPN http/1.1; the default), "http2" or "grpc"
+	// (HTTP/2, ALPN h2). Empty when Connect is false.
+	Protocol string
 }
 
 // HealthCheck is upstream.health_check (active checks).

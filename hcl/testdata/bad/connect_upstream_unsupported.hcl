@@ -1,0 +1,20 @@
+listener "public" {
+  address = "127.0.0.1:6460"
+  tls {
+    cert_file = "testdata/certs/cert.pem"
+    key_file  = "testdata/certs/key.pem"
+  }
+}
+
+connect {
+  service = "web"
+}
+
+upstream "db" {
+  route {}
+  consul {
+    service  = "db"
+    connect  = true
+    protocol = "grpc"
+  }
+}
