@@ -496,8 +496,9 @@ type UpstreamConsul struct {
 	// Scheme is how discovered instances are reached: "https" (HTTP/2 over
 	// TLS, the default, see DefaultDiscoveryScheme), "http" (HTTP/1.1) or
 	// "h2c" (cleartext HTTP/2 with prior knowledge).
-	// A per-instance ServiceMeta "impulse-scheme" overrides it.
-	// Empty for a Connect upstream.
+	// A per-instance ServiceMeta "impulse-scheme" overrides it. For a
+	// Connect upstream it follows Protocol ("http" for HTTP/1.1, "https"
+	// for HTTP/2, both inside the Connect mTLS) and no meta overrides it.
 	Scheme string
 	// Connect makes this a Consul Connect (service mesh) upstream: the
 	// instances are /v1/health/connect/<Service> (sidecars and Connect-

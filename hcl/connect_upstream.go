@@ -50,7 +50,10 @@ func buildConnectUpstream(ub blk, r *rawUpstream, c *UpstreamConsul) {
 		return
 	}
 	c.Protocol = b.oneOf(rc.Protocol, ConnectProtocolHTTP, ConnectProtocolHTTP, ConnectProtocolHTTP2, ConnectProtocolGRPC)
-	c.Scheme = ""
+	c.Scheme = "http" // HTTP/1.1 inside the mTLS connection
+	if c.Protocol != ConnectProtocolHTTP {
+		c.Scheme = "https" // HTTP/2 inside it
+	}
 	if rc.Scheme != nil {
 		b.errorf(rc.Scheme, "", "Conflicting arguments",
 			"a connect = true upstream is dialled with mTLS under the Connect identity; use protocol (\"http\", \"http2\" or \"grpc\") instead of scheme.")
@@ -68,30 +71,23 @@ func buildConnectUpstream(ub blk, r *rawUpstream, c *UpstreamConsul) {
 }
 
 // checkConnectUpstreams requires the top-level connect block for every
-// upstream with consul { connect = true }, and (until the gateway dials
-// Connect instances) reports each such upstream as not yet supported.
-// Errors are at the connect argument.
+// upstream with consul { connect = true }. Errors are at the connect
+// argument.
 func checkConnectUpstreams(top blk, c *Config, raws []*rawUpstream) {
+	if c.Connect != nil {
+		return
+	}
 	for _, r := range raws {
 		if r.Consul == nil || r.Consul.Connect == nil {
 			continue
 		}
-		var u *Upstream
-		for i := range c.Upstreams {
-			if c.Upstreams[i].Name == r.Name {
-				u = &c.Upstreams[i]
+		for _, u := range c.Upstreams {
+			if u.Name != r.Name || u.Consul == nil || !u.Consul.Connect {
+				continue
 			}
-		}
-		if u == nil || u.Consul == nil || !u.Consul.Connect {
-			continue
-		}
-		b := top.child(fmt.Sprintf("upstream %q", r.Name), r.DefRange).child("consul", r.Consul.DefRange)
-		if c.Connect == nil {
+			b := top.child(fmt.Sprintf("upstream %q", r.Name), r.DefRange).child("consul", r.Consul.DefRange)
 			b.errorf(r.Consul.Connect, "", "Missing connect block",
 				"connect = true dials the service's Connect instances under the gateway's Connect identity: add a top-level connect { service = \"NAME\" } block.")
-			continue
 		}
-		b.errorf(r.Consul.Connect, "", "Not yet supported",
-			"connect = true (dialling Connect instances with mTLS, issue 23) is not yet supported by the gateway.")
 	}
 }

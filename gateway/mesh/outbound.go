@@ -34,8 +34,9 @@ type Outbound struct {
 	alpn []string
 }
 
-// Outbound returns the dialler of the Connect service want (Service and
-// Datacenter required; Namespace and Partition "" for "default";
+// Outbound returns the dialler of the Connect service want (Service
+// required; Datacenter "" for the gateway's own, read from its leaf's
+// SPIFFE ID at each handshake; Namespace and Partition "" for "default";
 // TrustDomain ignored: any trust domain of the current roots is
 // accepted), offering the ALPN protocols alpn (ALPNHTTP1 or ALPNH2).
 func (in *Inbound) Outbound(want ServiceID, alpn []string) *Outbound {
@@ -43,8 +44,19 @@ func (in *Inbound) Outbound(want ServiceID, alpn []string) *Outbound {
 	return &Outbound{in: in, want: want, alpn: slices.Clone(alpn)}
 }
 
-// Target is the service the Outbound dials.
-func (o *Outbound) Target() ServiceID { return o.want }
+// Target is the service the Outbound dials, with the datacenter of the
+// current leaf when it was given none ("" before a leaf).
+func (o *Outbound) Target() ServiceID {
+	w := o.want
+	if w.Datacenter == "" {
+		if c := o.in.leaf.Load(); c != nil && c.Leaf != nil {
+			if id, err := CertServiceID(c.Leaf); err == nil {
+				w.Datacenter = id.Datacenter
+			}
+		}
+	}
+	return w
+}
 
 // ServerName is the SNI sent to an instance, as Consul's proxies name an
 // upstream: "<service>.<namespace>.<dc>.internal.<trust-domain>" (with a
@@ -56,11 +68,12 @@ func (o *Outbound) ServerName() string {
 	if b == nil {
 		return ""
 	}
-	parts := []string{o.want.Service, o.want.namespace()}
-	if p := o.want.partition(); p != "default" {
-		parts = append(parts, p, o.want.Datacenter, "internal-v1", b.TrustDomain())
+	w := o.Target()
+	parts := []string{w.Service, w.namespace()}
+	if p := w.partition(); p != "default" {
+		parts = append(parts, p, w.Datacenter, "internal-v1", b.TrustDomain())
 	} else {
-		parts = append(parts, o.want.Datacenter, "internal", b.TrustDomain())
+		parts = append(parts, w.Datacenter, "internal", b.TrustDomain())
 	}
 	return strings.ToLower(strings.Join(parts, "."))
 }
@@ -87,7 +100,7 @@ func (o *Outbound) ClientTLS() *tls.Config {
 		ServerName:             o.ServerName(),
 		NextProtos:             slices.Clone(o.alpn),
 		InsecureSkipVerify:     true, // replaced by VerifyConnection, see above
-		VerifyConnection:       o.in.verifier.ServerCheck(o.want),
+		VerifyConnection:       o.in.verifier.ServerCheck(o.Target()),
 		GetClientCertificate:   o.clientCertificate,
 		SessionTicketsDisabled: true,
 	}

@@ -116,6 +116,12 @@ func TestOutboundHandshake(t *testing.T) {
 		}
 	}
 
+	// No datacenter given: the leaf's (dc1).
+	if _, saw, err := dialOutbound(t, in.Outbound(ServiceID{Service: "db"}, ALPNHTTP1), db, nil); err != nil ||
+		saw.sni != "db.default.dc1.internal."+td {
+		t.Errorf("the leaf's datacenter: %v, SNI %q", err, saw.sni)
+	}
+
 	// An expired leaf of our own is not sent.
 	old := ca.leaf(t, leafOpts{uris: []string{ca.svcURI("web")}, notBefore: time.Now().Add(-2 * time.Hour),
 		notAfter: time.Now().Add(-time.Hour)})
