@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,7 +188,10 @@ func indexOf(s, sub string) int {
 // not write) is reached through upstream { consul { service = "db",
 // connect = true } }: the instance is the sidecar (its address and port,
 // from /v1/health/connect/db), dialled with the gateway's leaf for web,
-// which the proxy verifies and authorizes. An intention deny web → db at
+// which the proxy verifies and authorizes. An impostor instance of db (a
+// valid leaf of service other) is refused at every handshake, its
+// requests retried on the real db, and ejected; never sent a request. An
+// intention deny web → db at
 // the proxy turns the answers into 502s (it refuses new connections; the
 // upstream's idle timeout of 200ms closes the pooled ones), never hangs,
 // and an allow lets them through again.
@@ -226,6 +230,15 @@ func TestM04MeshOutboundBuiltinProxy(t *testing.T) {
 		}
 	})
 
+	// The gateway starts once the proxy listens: failed dials before then
+	// would eject the sidecar (outlier detection) for the impostor part.
+	waitUntil(t, "the built-in proxy listens", 15*time.Second, func() bool {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(sidecarPort)))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 	cfg := outboundConfig("web", consul.Addr(), "db")
 	cfg = cfg[:len(cfg)-2] + "  timeouts { idle = \"200ms\" }\n}\n"
 	g := start(t, cfg)
@@ -240,6 +253,28 @@ func TestM04MeshOutboundBuiltinProxy(t *testing.T) {
 		code, body, err = outboundGet(g, "/hello")
 		return code == 200 && body == "db"
 	})
+
+	// An impostor among db's instances: a Connect-native "db" presenting a
+	// valid leaf of service other. Its handshakes fail verification, which
+	// are connect failures: the request is retried on the real db, and the
+	// impostor is ejected (outlier detection), never sent a request.
+	addr, requests := impostor(t, consul, "other")
+	host, p, _ := net.SplitHostPort(addr)
+	ip, _ := strconv.Atoi(p)
+	consul.Register(t, api.AgentServiceRegistration{ID: "db-impostor", Name: "db", Address: host, Port: ip,
+		Connect: &api.AgentServiceConnect{Native: true}})
+	waitUntil(t, "the impostor is ejected", 15*time.Second, func() bool {
+		code, body, err = outboundGet(g, "/hello")
+		if code != 200 || body != "db" {
+			t.Fatalf("with the impostor among the instances: %d %q %v, want db's answer", code, body, err)
+		}
+		l := g.logs.String()
+		return strings.Contains(l, "backend ejected") && strings.Contains(l, "db-impostor")
+	})
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the impostor served %d requests", n)
+	}
+
 	intention := func(action api.IntentionAction) {
 		t.Helper()
 		if _, _, err := consul.Client().ConfigEntries().Set(&api.ServiceIntentionsConfigEntry{
