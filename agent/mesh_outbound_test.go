@@ -93,7 +93,8 @@ func impostor(t *testing.T, consul *consultest.Agent, service string) (addr stri
 // B's mesh listener (identity web, registered Connect-native) through an
 // upstream { consul { service = "web", connect = true } }: B sees A as
 // client (its intentions and X-Forwarded-Client-Cert), A verified B as
-// web. An intention deny client → web turns A's answers into B's 403s on
+// web; over HTTP/1.1 by default, HTTP/2 with protocol = "http2"; a reload
+// keeps it working. An intention deny client → web turns A's answers into B's 403s on
 // a pooled connection (502 on a new one: the handshake is refused), never
 // hangs; an allow lets it back. An impostor
 // instance of web presenting a valid leaf of service other is never sent
@@ -123,6 +124,27 @@ func TestMeshOutboundToGateway(t *testing.T) {
 	}
 	if m := e.metricsText(t); !contains(m, `impulse_connect_authorizations{result="allow",source="client"}`) {
 		t.Error("B did not authorize A as client")
+	}
+	if m := e.metricsText(t); !contains(m, `listener="mesh",protocol="h1",reason="",upstream="app"}`) {
+		t.Error("A did not reach B over HTTP/1.1 (protocol http)")
+	}
+	// A reload that changes nothing keeps the upstream working.
+	if code, body := a.control("POST", "/v1/reload", ""); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if code, body, err = outboundGet(a, "/hello"); code != 200 || body != "app" {
+		t.Fatalf("after a reload: %d %q %v", code, body, err)
+	}
+
+	// protocol = "http2": HTTP/2 inside the mTLS connection (ALPN h2).
+	cfg2 := strings.Replace(outboundConfig("client", e.consul.Addr(), "web"), "connect = true", "connect = true\n    protocol = \"http2\"", 1)
+	a2 := start(t, cfg2)
+	waitUntil(t, "A2 reaches B over HTTP/2", 30*time.Second, func() bool {
+		code, body, err = outboundGet(a2, "/hello")
+		return code == 200 && body == "app"
+	})
+	if m := e.metricsText(t); !contains(m, `listener="mesh",protocol="h2",reason="",upstream="app"}`) {
+		t.Error("A2 did not reach B over HTTP/2 (protocol http2)")
 	}
 
 	e.setIntentions(t, &api.SourceIntention{Name: "client", Action: api.IntentionActionDeny})
