@@ -311,6 +311,7 @@ func TestM04MeshOutboundBuiltinProxy(t *testing.T) {
 		code, body, err = outboundGet(g, "/hello")
 		return err == nil && code == http.StatusBadGateway
 	})
+	t.Logf("under the deny: %d %q", code, body)
 	intention(api.IntentionActionAllow)
 	waitUntil(t, "the allow lets the gateway through again", 10*time.Second, func() bool {
 		code, body, err = outboundGet(g, "/hello")
