@@ -92,8 +92,8 @@ func (o *Outbound) ServerName() string {
 //     of the target, td a trust domain of the roots. Errors are
 //     *PeerError.
 //   - ServerName: ServerName(); NextProtos: the Outbound's ALPN list.
-//   - TLS 1.2 at least; no session tickets are kept (each connection
-//     verifies afresh).
+//   - TLS 1.2 at least; no session resumption (no ClientSessionCache, and
+//     tickets disabled): each connection is verified afresh.
 func (o *Outbound) ClientTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:             tls.VersionTLS12,
@@ -113,11 +113,13 @@ func (o *Outbound) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certific
 }
 
 // Handshake runs the client handshake on raw (a connection to an
-// instance) with ClientTLS and returns the TLS connection. The ALPN the
-// server chose must be one offered, or none (Consul's built-in proxy
-// negotiates none; HTTP/1.1 is then spoken, and HTTP/2 by prior
-// knowledge). On error raw is closed; the error is the handshake's (a
-// *PeerError from verification, ErrNoLeaf, an alert) or an ALPN mismatch.
+// instance) with ClientTLS and returns the TLS connection; it implements
+// gateway/transport.Handshaker. crypto/tls refuses a server that selects
+// an ALPN protocol not offered; one that selects none (Consul's built-in
+// proxy) is accepted, and the caller decides what to speak. Without a
+// valid leaf it fails with ErrNoLeaf before sending a byte. On error raw
+// is closed; the error is ErrNoLeaf, a *PeerError from verification, or
+// crypto/tls's (an alert, a timeout of ctx).
 func (o *Outbound) Handshake(ctx context.Context, raw net.Conn) (*tls.Conn, error) {
 	if _, err := o.in.getCertificate(nil); err != nil {
 		raw.Close()
