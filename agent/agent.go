@@ -156,6 +156,7 @@ func (a *Agent) build() error {
 	}
 	a.mesh = newMeshIdentity(cfg.Connect, a.log.Named("connect"))
 	meshListeners(&gc, cfg, a.mesh) // mesh.go
+	meshUpstreams(&gc, cfg, a.mesh)
 	if a.tel, err = newTelemetry(cfg.Telemetry); err != nil {
 		return err
 	}
@@ -377,6 +378,7 @@ func (a *Agent) reloadLocked() error {
 		return err
 	}
 	meshListeners(&base, cfg, a.mesh)
+	meshUpstreams(&base, cfg, a.mesh)
 	token, err := readToken(cfg.Control.TokenFile, cfg.Control.TokenFileRange)
 	if err != nil {
 		return err

@@ -256,7 +256,7 @@ func sameConsul(a, b hcl.Consul) bool {
 // query converts an upstream's consul block into a discovery query.
 func query(u *hcl.UpstreamConsul) discovery.Query {
 	return discovery.Query{Service: u.Service, Tags: u.Tags, Health: u.Health,
-		Datacenter: u.Datacenter, Namespace: u.Namespace, Partition: u.Partition}
+		Datacenter: u.Datacenter, Namespace: u.Namespace, Partition: u.Partition, Connect: u.Connect}
 }
 
 // queryKey is the key of u's query (discovery.Query.Key, which keys the
@@ -264,13 +264,15 @@ func query(u *hcl.UpstreamConsul) discovery.Query {
 func queryKey(u *hcl.UpstreamConsul) string { return query(u).Key() }
 
 // specs converts a discovered snapshot into backend specs for one upstream.
-// An instance's ServiceMeta "impulse-scheme" overrides the upstream's scheme;
+// An instance's ServiceMeta "impulse-scheme" overrides the upstream's scheme
+// (not for a Connect query: the scheme is the upstream's protocol inside
+// the mTLS connection);
 // instances with an unusable scheme, port or address stay members but are
 // suppressed (reported, never routed to) and listed in skipped.
 func specs(s discovery.Snapshot, scheme string) (out []upstream.Spec, skipped []string) {
 	for _, in := range s.Instances {
 		sc := scheme
-		if v, ok := in.Meta[MetaScheme]; ok {
+		if v, ok := in.Meta[MetaScheme]; ok && !s.Query.Connect {
 			sc = v
 		}
 		sp := upstream.Spec{ID: in.ID, Scheme: sc, Host: in.Address, Port: in.Port, Weight: in.Weight * ConsulWeightScale}

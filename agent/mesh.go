@@ -41,6 +41,15 @@ type meshIdentity struct {
 	// problems is the last set of intention problems logged, joined, so
 	// each is logged once per change of the intentions.
 	problems string
+	// outbounds are the diallers of the Connect upstreams, by target and
+	// protocol: the same value across reloads, so an unchanged upstream
+	// keeps its backends (gateway sameTransport compares it).
+	outbounds map[outboundKey]*mesh.Outbound
+}
+
+type outboundKey struct {
+	target mesh.ServiceID
+	h2     bool
 }
 
 // newMeshIdentity returns the identity of c (nil when c is nil: no mesh).
@@ -205,6 +214,50 @@ func meshListeners(gc *gateway.Config, cfg *hcl.Config, m *meshIdentity) {
 			gc.Listeners[i].TLS, gc.Listeners[i].Mesh = nil, m.inbound
 		}
 	}
+}
+
+// meshUpstreams gives the Connect upstreams of cfg (consul { connect =
+// true }) in gc m's outbound mTLS: each backend connection is secured by
+// a mesh.Outbound of the upstream's service (in its consul block's
+// datacenter, else the gateway's own, from its leaf), offering ALPN h2 for
+// protocol http2 or grpc, http/1.1 for http. hcl requires the connect block
+// for them, so m is not nil when there are any.
+func meshUpstreams(gc *gateway.Config, cfg *hcl.Config, m *meshIdentity) {
+	if m == nil {
+		return
+	}
+	byName := map[string]*hcl.UpstreamConsul{}
+	for _, u := range cfg.Upstreams {
+		if u.Consul != nil && u.Consul.Connect {
+			byName[u.Name] = u.Consul
+		}
+	}
+	for i := range gc.Upstreams {
+		if c := byName[gc.Upstreams[i].Name]; c != nil {
+			want := mesh.ServiceID{Service: c.Service, Datacenter: c.Datacenter, Namespace: c.Namespace, Partition: c.Partition}
+			gc.Upstreams[i].Handshaker = m.outbound(want, c.Protocol != hcl.ConnectProtocolHTTP)
+		}
+	}
+}
+
+// outbound is the cached dialler of want (h2: ALPN h2, else http/1.1).
+func (m *meshIdentity) outbound(want mesh.ServiceID, h2 bool) *mesh.Outbound {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := outboundKey{want, h2}
+	if o := m.outbounds[k]; o != nil {
+		return o
+	}
+	alpn := mesh.ALPNHTTP1
+	if h2 {
+		alpn = mesh.ALPNH2
+	}
+	o := m.inbound.Outbound(want, alpn)
+	if m.outbounds == nil {
+		m.outbounds = map[outboundKey]*mesh.Outbound{}
+	}
+	m.outbounds[k] = o
+	return o
 }
 
 // checkConnectReload refuses a reload that changes the connect block: the

@@ -7,6 +7,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/impulse-agent/impulse-agent/discovery"
+	"github.com/impulse-agent/impulse-agent/gateway"
+	"github.com/impulse-agent/impulse-agent/gateway/mesh"
+	"github.com/impulse-agent/impulse-agent/gateway/upstream"
 	"github.com/impulse-agent/impulse-agent/hcl"
 )
 
@@ -37,4 +40,36 @@ func TestMeshIntentionProblemsLoggedOnce(t *testing.T) {
 	if n := count(); n != 3 {
 		t.Fatalf("a problem back after a clean set: logged %d times, want 3\n%s", n, logs)
 	}
+}
+
+// TestMeshUpstreamsKeepOutbound: a Connect upstream gets the identity's
+// Outbound for its service, protocol and datacenter, the same value on
+// every conversion (a reload that changes nothing keeps its backends,
+// gateway sameTransport), and other upstreams get none.
+func TestMeshUpstreamsKeepOutbound(t *testing.T) {
+	m := newMeshIdentity(&hcl.Connect{Service: "web"}, hclog.NewNullLogger())
+	cfg := &hcl.Config{Upstreams: []hcl.Upstream{
+		{Name: "db", Consul: &hcl.UpstreamConsul{Service: "db", Connect: true, Protocol: hcl.ConnectProtocolGRPC, Datacenter: "dc2"}},
+		{Name: "plain", Consul: &hcl.UpstreamConsul{Service: "plain", Scheme: "https"}},
+	}}
+	convert := func() gateway.Config {
+		gc := gateway.Config{Upstreams: []gateway.UpstreamConfig{{Config: upstream.Config{Name: "db"}}, {Config: upstream.Config{Name: "plain"}}}}
+		meshUpstreams(&gc, cfg, m)
+		return gc
+	}
+	a, b := convert(), convert()
+	o, ok := a.Upstreams[0].Handshaker.(*mesh.Outbound)
+	if !ok || a.Upstreams[0].Handshaker != b.Upstreams[0].Handshaker {
+		t.Fatalf("db's handshaker %v, then %v: want one *mesh.Outbound", a.Upstreams[0].Handshaker, b.Upstreams[0].Handshaker)
+	}
+	if got := o.Target(); got.Service != "db" || got.Datacenter != "dc2" {
+		t.Errorf("target %+v", got)
+	}
+	if p := o.ClientTLS().NextProtos; len(p) != 1 || p[0] != "h2" {
+		t.Errorf("grpc offers ALPN %v, want [h2]", p)
+	}
+	if a.Upstreams[1].Handshaker != nil {
+		t.Error("a plain Consul upstream got a handshaker")
+	}
+	meshUpstreams(&gateway.Config{}, cfg, nil) // no identity: nothing to do
 }

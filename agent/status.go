@@ -263,12 +263,16 @@ func (d *discoverySet) report(now time.Time, maxStale time.Duration, readiness [
 			ups = append(ups, up)
 		}
 		slices.Sort(ups)
-		wd := doc("service", "consul service "+w.q.Service, k, byKey[k], w.since, ups)
+		what := "consul service "
+		if w.q.Connect {
+			what = "consul connect service " // /v1/health/connect/<service>
+		}
+		wd := doc("service", what+w.q.Service, k, byKey[k], w.since, ups)
 		wd.Service = w.q.Service
 		if w.last != nil {
 			wd.NotPassing = len(w.last.Excluded)
 			for _, up := range ups {
-				down = append(down, excludedRows(up, w.subs[up], w.last.Excluded, w.downSince)...)
+				down = append(down, excludedRows(up, w.subs[up], w.last.Query, w.last.Excluded, w.downSince)...)
 			}
 		}
 		w.mu.Unlock()
@@ -278,11 +282,11 @@ func (d *discoverySet) report(now time.Time, maxStale time.Duration, readiness [
 }
 
 // excludedRows are the backend rows of instances Consul reports failing,
-// for upstream up whose discovered instances use scheme.
-func excludedRows(up, scheme string, xs []discovery.Excluded, since map[string]time.Time) []gateway.BackendInfo {
+// for upstream up whose discovered instances (of query q) use scheme.
+func excludedRows(up, scheme string, q discovery.Query, xs []discovery.Excluded, since map[string]time.Time) []gateway.BackendInfo {
 	var out []gateway.BackendInfo
 	for _, x := range xs {
-		sps, _ := specs(discovery.Snapshot{Instances: []discovery.Instance{x.Instance}}, scheme)
+		sps, _ := specs(discovery.Snapshot{Query: q, Instances: []discovery.Instance{x.Instance}}, scheme)
 		sp := sps[0]
 		reason := "consul: " + x.Status
 		if len(x.Checks) > 0 {

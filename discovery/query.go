@@ -35,6 +35,19 @@ type Query struct {
 	// token's default. Consul CE answers 400 Bad Request when they are set.
 	Namespace string
 	Partition string
+	// Connect reads /v1/health/connect/<Service> instead of
+	// /v1/health/service/<Service>: the instances that accept Connect
+	// (mTLS) traffic for the service — its connect-proxy sidecars and its
+	// Connect-native instances. An instance's Address and Port are then the
+	// sidecar's own (its service address, falling back to its node's),
+	// never the application's behind it; its ServiceID is the sidecar's.
+	// Tags and health apply to the sidecar's registration and checks.
+	//
+	// A Connect query holds its own blocking query even under
+	// Config.ChangeFeed: the feed follows services by name, and a
+	// sidecar's name ("db-sidecar-proxy" by convention, any name in
+	// general) is not the query's.
+	Connect bool
 }
 
 // normalize returns q with defaults applied, or an error for an invalid query.
@@ -56,7 +69,7 @@ func (q Query) normalize() (Query, error) {
 // the same instances (tag order and duplicates and an empty Health versus
 // "passing" do not matter). Suitable as a map key and for logs.
 func (q Query) Key() string {
-	if len(q.Tags) == 0 && q.Datacenter == "" && q.Namespace == "" && q.Partition == "" {
+	if len(q.Tags) == 0 && q.Datacenter == "" && q.Namespace == "" && q.Partition == "" && !q.Connect {
 		// The common query, as url.Values would encode it without building
 		// them: status and readiness key thousands of watches a second.
 		switch q.Health {
@@ -76,6 +89,9 @@ func (q Query) Key() string {
 	slices.Sort(tags)
 	for _, t := range slices.Compact(tags) {
 		v.Add("tag", t)
+	}
+	if q.Connect {
+		v.Set("connect", "true")
 	}
 	for k, s := range map[string]string{"dc": q.Datacenter, "ns": q.Namespace, "partition": q.Partition} {
 		if s != "" {

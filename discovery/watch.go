@@ -99,8 +99,8 @@ func (c *Client) Status() []WatchStatus {
 	return sorted
 }
 
-// Watch runs a blocking-query loop on /v1/health/service/<q.Service> until ctx
-// is done, then returns ctx.Err(). It returns another error only for an
+// Watch runs a blocking-query loop on /v1/health/service/<q.Service> (with
+// q.Connect: /v1/health/connect/<q.Service>) until ctx is done, then returns ctx.Err(). It returns another error only for an
 // invalid query or a nil emit, before contacting Consul.
 //
 // emit receives the full usable instance set and the instances the health
@@ -132,11 +132,11 @@ func (c *Client) WatchFrom(ctx context.Context, q Query, last *Snapshot, emit fu
 		return errors.New("discovery: watch " + q.Service + ": emit is nil")
 	}
 	w := &watchState{st: WatchStatus{Query: q}}
-	endpoint := "/v1/health/service/" + url.PathEscape(q.Service)
+	endpoint := q.endpoint()
 	fetch := func(ctx context.Context, index uint64, wait time.Duration) (healthResult, uint64, error) {
 		return c.fetch(ctx, c.api, q, endpoint, index, wait, q.Service)
 	}
-	if c.cfg.ChangeFeed {
+	if c.cfg.ChangeFeed && !q.Connect { // see Query.Connect
 		f := c.acquireFeed(scopeOf(q))
 		defer c.releaseFeed(f)
 		sub := f.subscribe(q.Service, q.Tags)
@@ -198,6 +198,15 @@ func (c *Client) succeeded(service string, w *watchState, index uint64, at time.
 	c.metrics.success(service, at)
 }
 
+// endpoint is the health endpoint q reads: /v1/health/service/<name>, or
+// /v1/health/connect/<name> for a Connect query.
+func (q Query) endpoint() string {
+	if q.Connect {
+		return "/v1/health/connect/" + url.PathEscape(q.Service)
+	}
+	return "/v1/health/service/" + url.PathEscape(q.Service)
+}
+
 // fetch performs one blocking query of the health endpoint at index and
 // returns the usable instances of q and the reply's X-Consul-Index. Errors are
 // *queryError. Every instance is asked for (no ?passing) and the policy is
@@ -219,7 +228,13 @@ func (c *Client) fetch(ctx context.Context, a *api.Client, q Query, endpoint str
 	}).WithContext(ctx)
 	start := time.Now()
 	defer func() { c.metrics.queryDone(durationLabel, start, err) }()
-	entries, meta, err := a.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
+	var entries []*api.ServiceEntry
+	var meta *api.QueryMeta
+	if q.Connect {
+		entries, meta, err = a.Health().ConnectMultipleTags(q.Service, q.Tags, false, opts)
+	} else {
+		entries, meta, err = a.Health().ServiceMultipleTags(q.Service, q.Tags, false, opts)
+	}
 	if err != nil {
 		return healthResult{}, 0, classify(endpoint, unwrapURL(err))
 	}

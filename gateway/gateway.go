@@ -269,7 +269,7 @@ func (t *table) config(name string) UpstreamConfig {
 }
 
 func sameTransport(a, b upstream.Config) bool {
-	return sameTLS(a.TLS, b.TLS) && a.SlowStart == b.SlowStart && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
+	return sameTLS(a.TLS, b.TLS) && a.Handshaker == b.Handshaker && a.SlowStart == b.SlowStart && equalPtr(a.Active, b.Active) && equalPtr(a.Passive, b.Passive) && a.LoadBalancing == b.LoadBalancing && a.HashOn == b.HashOn && a.ConnectTimeout == b.ConnectTimeout &&
 		a.ResponseHeaderTimeout == b.ResponseHeaderTimeout && a.IdleTimeout == b.IdleTimeout && a.Discovered == b.Discovered
 }
 

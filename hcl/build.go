@@ -81,6 +81,7 @@ func build(m *rawFile, lookupEnv func(string) (string, bool), diags *hcl2.Diagno
 	c.Listeners = buildListeners(top, m.Listeners)
 	checkMeshListeners(top, c, m.Listeners) // connect.go
 	c.Upstreams = buildUpstreams(top, m.Upstreams)
+	checkConnectUpstreams(top, c, m.Upstreams) // connect_upstream.go
 	checkReachable(top, c)
 
 	switch {

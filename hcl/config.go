@@ -502,8 +502,22 @@ type UpstreamConsul struct {
 	// Scheme is how discovered instances are reached: "https" (HTTP/2 over
 	// TLS, the default, see DefaultDiscoveryScheme), "http" (HTTP/1.1) or
 	// "h2c" (cleartext HTTP/2 with prior knowledge).
-	// A per-instance ServiceMeta "impulse-scheme" overrides it.
+	// A per-instance ServiceMeta "impulse-scheme" overrides it. For a
+	// Connect upstream it follows Protocol ("http" for HTTP/1.1, "https"
+	// for HTTP/2, both inside the Connect mTLS) and no meta overrides it.
 	Scheme string
+	// Connect makes this a Consul Connect (service mesh) upstream: the
+	// instances are /v1/health/connect/<Service> (sidecars and Connect-
+	// native instances), dialled with mTLS under the gateway's Connect
+	// identity (the top-level connect block, required). See
+	// connect_upstream.go. ConnectRange is the argument's value range.
+	Connect      bool
+	ConnectRange hcl2.Range
+	// Protocol is what a Connect upstream speaks inside the mTLS
+	// connection, named as Consul's service-defaults protocol:
+	// "http" (HTTP/1.1, ALPN http/1.1; the default), "http2" or "grpc"
+	// (HTTP/2, ALPN h2). Empty when Connect is false.
+	Protocol string
 }
 
 // HealthCheck is upstream.health_check (active checks).

@@ -53,7 +53,11 @@ func checkGRPCBackends(b blk, r *rawUpstream, u *Upstream) {
 		hb.errorf(r.HealthCheck.GRPC, "", "Invalid grpc",
 			"a gRPC health check needs HTTP/2 backends (h2c:// or https://); %s http:// (HTTP/1.1).", which)
 	}
-	if u.Consul != nil && u.Consul.Scheme == "http" && r.Consul != nil && r.Consul.Scheme != nil {
+	if u.Consul != nil && u.Consul.Connect && u.Consul.Protocol == ConnectProtocolHTTP {
+		hb.errorf(r.HealthCheck.GRPC, "", "Invalid grpc",
+			"a gRPC health check needs HTTP/2 inside the Connect mTLS: set consul { protocol = \"grpc\" } (or \"http2\"); the default, \"http\", is HTTP/1.1.")
+	}
+	if u.Consul != nil && !u.Consul.Connect && u.Consul.Scheme == "http" && r.Consul != nil && r.Consul.Scheme != nil {
 		cb := b.child("consul", r.Consul.DefRange)
 		cb.add(hcl2.DiagWarning, cb.subject(r.Consul.Scheme), "gRPC check on HTTP/1.1",
 			cb.field("scheme")+": instances are reached over HTTP/1.1 unless their ServiceMeta \"impulse-scheme\" says h2c or https, and fail health_check grpc = true.")

@@ -263,6 +263,8 @@ type rawUpstreamConsul struct {
 	Namespace  *hcl2.Attribute `hcl:"namespace,optional"`
 	Partition  *hcl2.Attribute `hcl:"partition,optional"`
 	Scheme     *hcl2.Attribute `hcl:"scheme,optional"`
+	Connect    *hcl2.Attribute `hcl:"connect,optional"`  // connect_upstream.go
+	Protocol   *hcl2.Attribute `hcl:"protocol,optional"` // connect_upstream.go
 }
 
 // rawHealthCheck is upstream.health_check.

@@ -131,6 +131,7 @@ func buildUpstream(b blk, r *rawUpstream) Upstream {
 
 	if r.Consul != nil {
 		u.Consul = buildUpstreamConsul(b.child("consul", r.Consul.DefRange), r.Consul)
+		buildConnectUpstream(b, r, u.Consul) // connect_upstream.go
 	}
 	if len(r.Backends) == 0 && r.Consul == nil && !onlyRedirects(r) {
 		b.blockErrorf("No backends", "an upstream needs backend blocks, a consul block, or both (unless every route is a redirect or split).")

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -29,6 +30,9 @@ type TrustBundle struct {
 	// domains are the accepted trust domains, sorted: the cluster's (the
 	// roots reply's TrustDomain) and the one in each root's own URI SAN.
 	domains []string
+	// primary is the cluster's trust domain: the one given to
+	// NewTrustBundle, else the first of domains. Outbound SNI names it.
+	primary string
 	roots   *x509.CertPool
 	// inter holds the intermediates Consul lists with the roots; each
 	// verification adds those the peer sent.
@@ -81,11 +85,16 @@ func NewTrustBundle(trustDomain string, roots []Root) (*TrustBundle, error) {
 	if len(b.domains) == 0 {
 		return nil, errors.New("mesh: trust bundle: no trust domain (none given, and no root names one)")
 	}
+	b.primary = cmp.Or(trustDomain, b.domains[0])
 	return b, nil
 }
 
 // TrustDomains returns the accepted trust domains, sorted.
 func (b *TrustBundle) TrustDomains() []string { return slices.Clone(b.domains) }
+
+// TrustDomain returns the cluster's trust domain: the one given to
+// NewTrustBundle, else the first (sorted) that a root names.
+func (b *TrustBundle) TrustDomain() string { return b.primary }
 
 // RootIDs returns the IDs of the roots, in the order given.
 func (b *TrustBundle) RootIDs() []string { return slices.Clone(b.ids) }

@@ -62,6 +62,21 @@ type Options struct {
 	// request's host: the caller dials its own resolved addresses (DNS
 	// refresh). TLS still verifies the backend's hostname.
 	Dial func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error)
+	// Handshaker, when set, secures every new connection itself (a Consul
+	// Connect mTLS handshake: gateway/mesh.Outbound) and TLS is ignored:
+	// SchemeHTTP then carries HTTP/1.1 over the returned TLS connection,
+	// SchemeHTTPS HTTP/2 over it (negotiated as "h2", or with no ALPN at
+	// all, by prior knowledge). SchemeH2C does not take one. Its failures,
+	// like ConnectTimeout running out during it, are *DialError with TLS
+	// set: connect failures that the backend never saw a request on.
+	Handshaker Handshaker
+}
+
+// Handshaker runs the client side of a TLS handshake on raw, a new
+// connection to the backend, and returns the secured connection. It closes
+// raw on error.
+type Handshaker interface {
+	Handshake(ctx context.Context, raw net.Conn) (*tls.Conn, error)
 }
 
 // RoundTripper is an http.RoundTripper whose idle connections can be closed
@@ -83,6 +98,9 @@ func New(o Options) (RoundTripper, error) {
 	dial := dialer.DialContext
 	if o.Dial != nil {
 		dial = func(ctx context.Context, network, _ string) (net.Conn, error) { return o.Dial(ctx, dialer, network) }
+	}
+	if o.Handshaker != nil {
+		return newHandshaking(o, dial)
 	}
 	switch o.Scheme {
 	case SchemeHTTP:

@@ -59,6 +59,12 @@ type Config struct {
 	// TLS is the client configuration for HTTP/2-over-TLS backends (nil:
 	// system roots, verification on).
 	TLS *tls.Config
+	// Handshaker, when set, secures every backend connection instead of
+	// TLS (transport.Options.Handshaker): a Consul Connect upstream's mTLS
+	// (gateway/mesh.Outbound). Its failures are connect failures of the
+	// backend dialled (passive health, outlier detection, retries on
+	// connect failures), like a refused TCP connection.
+	Handshaker transport.Handshaker
 	// ConnectTimeout, ResponseHeaderTimeout and IdleTimeout as in the HCL
 	// `timeouts` block.
 	ConnectTimeout, ResponseHeaderTimeout, IdleTimeout time.Duration
@@ -293,7 +299,7 @@ func (u *Upstream) rebuild(static, discovered []Spec, synced bool) error {
 				newTransport = transport.New
 			}
 			rt, err := newTransport(transport.Options{
-				Scheme: s.Scheme, TLS: u.cfg.TLS,
+				Scheme: s.Scheme, TLS: u.cfg.TLS, Handshaker: u.cfg.Handshaker,
 				ConnectTimeout: u.cfg.ConnectTimeout, IdleTimeout: u.cfg.IdleTimeout,
 				ResponseHeaderTimeout: u.cfg.ResponseHeaderTimeout,
 				Dial: func(ctx context.Context, d *net.Dialer, network string) (net.Conn, error) {

@@ -138,6 +138,8 @@ upstream "web" {
     namespace  = ""
     partition  = ""
     scheme     = "https"          # how discovered instances are reached (http | https | h2c); per-instance ServiceMeta "impulse-scheme" overrides
+    connect    = false            # true: /v1/health/connect/<service>, dialled with mTLS under the connect block's identity (no scheme, no backend blocks, no tls)
+    # protocol = "http"           # only with connect = true: http (HTTP/1.1) | http2 | grpc
   }
 
   health_check {                  # active checks, also run against discovered backends; absent: off
