@@ -329,7 +329,7 @@ func TestFeedNoIdleRereadsAfterABurst(t *testing.T) {
 // or warning (its check leaves the status answer, as if passing) is never
 // admitted again.
 func TestFeedPatchesCheckStatuses(t *testing.T) {
-	t.Parallel()
+	withPatches(t) // not parallel: patching is the package's
 	a := consultest.Start(t)
 	c := newTestClient(t, a.Addr(), feedMode)
 	a.RegisterTTL(t, "web-a", "web", "10.0.0.1", 80, nil, nil)

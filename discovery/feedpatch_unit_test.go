@@ -6,6 +6,12 @@ import (
 	"testing"
 )
 
+// withPatches turns the feed's patches on for the test (patching).
+func withPatches(t *testing.T) {
+	was := patching.Swap(true)
+	t.Cleanup(func() { patching.Store(was) })
+}
+
 // kept builds a kept entry of node and service ID; checks are "id=status"
 // (named as their ID).
 func kept(node, sid string, checks ...string) keptEntry {
@@ -59,6 +65,7 @@ func checkAnswer(kv ...any) map[checkKey]checkInfo {
 // a check a watch read entering a worse status is patched in; anything that
 // may put an instance back, and anything else, is a re-read.
 func TestFeedChecksDiff(t *testing.T) {
+	withPatches(t)
 	f := newUnitFeed()
 	web, api, db := f.subscribe("web", nil), f.subscribe("api", nil), f.subscribe("db", nil)
 	readSub(web, 5, kept("n1", "web-1", "serfHealth=passing", "web:ttl=critical"))
@@ -125,6 +132,7 @@ func TestFeedChecksDiff(t *testing.T) {
 // TestFeedSubPatches: patches apply over the last read and only ever make
 // a check worse; a read drops the ones it includes and keeps the later ones.
 func TestFeedSubPatches(t *testing.T) {
+	withPatches(t)
 	s := &feedSub{service: "web", moved: make(chan struct{}, 1)}
 	q := Query{Service: "web", Health: HealthPassing}
 	if s.patch("n1", "web:ttl", "web:ttl", "web-1", "critical", 3) {

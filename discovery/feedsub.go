@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -69,7 +70,7 @@ func severity(status string) int {
 func (s *feedSub) patch(node, id, name, serviceID, status string, at uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.index == 0 || !knows(s.kept, node, id, name, serviceID) {
+	if !patching.Load() || s.index == 0 || !knows(s.kept, node, id, name, serviceID) {
 		return false
 	}
 	if at <= s.index {
@@ -200,3 +201,10 @@ func (s *feedSub) settle() {
 	s.want = 0
 	s.mu.Unlock()
 }
+
+// patching turns patches on. Off: every move is a re-read (3 requests per
+// check flip). A 5,000-service run on one node (test/scale -churn 0 -idle
+// 0) ended with 3 of 5,000 upstreams missing an instance Consul had back
+// passing with patches on, and equal with them off; until that is
+// understood the tests alone turn them on.
+var patching atomic.Bool

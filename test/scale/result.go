@@ -110,16 +110,12 @@ type gate struct {
 // maxConnsTarget is the most connections to Consul the agent may hold.
 const maxConnsTarget = 8
 
-// perChangeTarget is the most requests to Consul per check flip, on
-// average over flips half of which bring an instance back. A flip costs
-// the status query whose set changed and the other status query, which
-// Consul wakes on every check write while no check has its status (a
-// healthy datacenter has no warning check): 2 for a check that fails,
-// whose new status is applied without a request. A check that passes
-// again costs a re-read of its service too, 3: the status answers cannot
-// tell it from a check deleted with its deregistered instance, and
-// admitting an instance on a guess routed to deregistered ones (README
-// "Consul discovery"). The issue's ≤ 2 holds for removals only.
+// perChangeTarget is the most requests to Consul per check flip: the
+// status query whose set changed, the other status query, which Consul
+// wakes on every check write while no check has its status (a healthy
+// datacenter has no warning check), and the re-read of the service
+// (README "Consul discovery"; the issue asks ≤ 2: the feed's patches, which
+// make a failing check cost 2, are off, see discovery/feedsub.go).
 const perChangeTarget = 3
 
 // gates are TestB06ScaleQuick's conditions: the agent becomes ready, holds
