@@ -105,13 +105,7 @@ func runWatch[T any](ctx context.Context, c *Client, w *watchState, spec watchSp
 		w.update(func(s *WatchStatus) { s.Synced, s.Instances = true, n })
 		spec.emit(result, index, now)
 	}
-	// A watch under the change feed logs its resync at debug: after a
-	// Consul restart, one line per service each way drowns the log at
-	// thousands of services (impulse_discovery_resync_held counts them).
 	info, warn := log.Info, log.Warn
-	if spec.quiet {
-		info, warn = log.Debug, log.Debug
-	}
 	released := func(index uint64, result T) {
 		info("consul reports the "+spec.noun+" kept again; resync hold released", "endpoint", endpoint, "index", index, spec.noun, spec.size(result))
 	}
