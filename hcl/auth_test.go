@@ -113,16 +113,7 @@ func TestAuthBlocks(t *testing.T) {
 		{"forward_auth {\n address = \"http://a:1\"\n}\n forward_auth {\n address = \"http://a:1\"\n}", "2nd forward_auth {", "Duplicate forward_auth block"},
 	} {
 		src := authUpstream("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		got := wantErrorAt(t, src, tc.at, tc.want, tc.body)
 		if strings.Contains(got, "key-0123456789abcdef") || strings.Contains(got, "pw-in-clear") || strings.Contains(got, "$apr1$") || strings.Contains(got, string(hash[7:])) {
 			t.Errorf("%s: a diagnostic quotes a credential:\n%s", tc.body, got)
 		}

@@ -86,16 +86,7 @@ func TestEdgeBlockErrors(t *testing.T) {
 		{"cors {}\n cors {}", "2nd cors {", "Duplicate cors block"},
 	} {
 		src := authUpstream("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		wantErrorAt(t, src, tc.at, tc.want, tc.body)
 	}
 }
 

@@ -116,16 +116,7 @@ func TestJWTBlockErrors(t *testing.T) {
 		{base("") + "\n" + base(""), "2nd jwt {", "Duplicate jwt block"},
 	} {
 		src := authUpstream("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		got := wantErrorAt(t, src, tc.at, tc.want, tc.body)
 		if strings.Contains(got, string(privJSON[20:60])) {
 			t.Errorf("%s: a diagnostic quotes key material:\n%s", tc.body, got)
 		}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,4 +124,22 @@ func selfSigned(from, until time.Time) (certPEM, keyPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// wantErrorAt parses src as a.hcl and fails t unless it has an error at the
+// position of at in src ("2nd X": the second X) whose text contains want;
+// label names the case. It returns the diagnostics, one per line.
+func wantErrorAt(t *testing.T, src, at, want, label string) string {
+	t.Helper()
+	_, diags := Parse("a.hcl", []byte(src))
+	got := linesOf(diags)
+	pos := posOf(src, at)
+	if second, ok := strings.CutPrefix(at, "2nd "); ok {
+		first := strings.Index(src, second) + 1
+		pos = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
+	}
+	if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+pos+": ") || !strings.Contains(got, want) {
+		t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", label, got, pos, want)
+	}
+	return got
 }

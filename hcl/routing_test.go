@@ -105,16 +105,7 @@ func TestRouteRuleErrors(t *testing.T) {
 		{"request_headers { set = { \"X-A\" = \"1\" } }\n redirect { to = \"https://a.example\" }", `request_headers {`, "Request headers on a redirect"},
 	} {
 		src := authUpstream("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		wantErrorAt(t, src, tc.at, tc.want, tc.body)
 	}
 	// An upstream with a route that does not redirect still needs backends.
 	got := parseErrors(t, testListener+`upstream "m" {
@@ -181,16 +172,7 @@ func TestRoutePolicyErrors(t *testing.T) {
 		{"retry {}\n retry {}", "2nd retry {", "Duplicate retry block"},
 	} {
 		src := authUpstream("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		wantErrorAt(t, src, tc.at, tc.want, tc.body)
 	}
 }
 

@@ -1,7 +1,6 @@
 package hcl
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -64,15 +63,6 @@ func TestRouteSplitErrors(t *testing.T) {
 		{"path_prefix = \"/\"\n sticky = \"client_ip\"", `"client_ip"`, "Sticky without splits"},
 	} {
 		src := splitSrc("    " + tc.body)
-		_, diags := Parse("a.hcl", []byte(src))
-		got := linesOf(diags)
-		at := posOf(src, tc.at)
-		if second, ok := strings.CutPrefix(tc.at, "2nd "); ok {
-			first := strings.Index(src, second) + 1
-			at = posOf(src[:first]+strings.Repeat("\x00", len(second)-1)+src[first+len(second)-1:], second)
-		}
-		if !diags.HasErrors() || !strings.Contains(got, "a.hcl:"+at+": ") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s:\n%s\nwant an error at a.hcl:%s containing %q", tc.body, got, at, tc.want)
-		}
+		wantErrorAt(t, src, tc.at, tc.want, tc.body)
 	}
 }
